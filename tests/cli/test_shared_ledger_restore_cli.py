@@ -15,7 +15,7 @@ from servelab.io.ledger.ledger import Ledger
 from tests.cli.test_shared_ledger_revert_cli import TARGET
 from tests.support import run_cli
 from tests.support.history import K
-from tests.support.unstartable import alpha_and_beta
+from tests.support.unstartable import alpha_and_beta, mark, same_named
 
 
 def _written(ledger_file: Path) -> list[tuple[str | None, str | None]]:
@@ -75,7 +75,7 @@ def test_restore_of_another_deployments_revert_is_refused(tmp_path: Path) -> Non
     own = run_cli("restore", cid, "-f", str(alpha), *led)
     assert own.returncode == 1, own.stdout + own.stderr
     assert "changed again since" not in own.stdout + own.stderr
-    assert _written(Path(led[1]))[written:] == [("512", "alpha"), ("256", "alpha")]
+    assert _written(Path(led[1]))[written:] == [("512", mark(alpha)), ("256", mark(alpha))]
 
 
 def test_case_revert_from_another_deployment_of_a_case_holding_ones_revert_is_refused(
@@ -89,3 +89,52 @@ def test_case_revert_from_another_deployment_of_a_case_holding_ones_revert_is_re
     assert f"case {cid} holds alpha's revert of {TARGET}, not this deployment's (beta)" in said
     assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=128\n"
     assert _written(Path(led[1])) == before
+
+
+def test_restore_and_revert_of_a_same_named_deployments_revert_are_refused(
+    tmp_path: Path,
+) -> None:
+    """c and d2, both named servelab (the default name), share the ledger: d2's revert of its
+    own change is d2's, so `restore` and `case revert` from c (same name, other port) are
+    refused; before, both compared the name only and wrote d2's values into c's file."""
+    ledger_file = tmp_path / "shared" / "ledger.db"
+    led = ("--ledger", str(ledger_file))
+    c, d2 = same_named(tmp_path)
+    for spec in (c, d2):
+        done = run_cli("knob", "set", "decode", f"{K}=100", "-f", str(spec), *led)
+        assert done.returncode == 0, done.stdout + done.stderr
+    cid = str(json.loads(run_cli("case", "open", "hang", "--json", *led).stdout)["id"])
+    done = run_cli("case", "suspect", cid, TARGET, "--reason", "x", "-f", str(d2), *led)
+    assert done.returncode == 0, done.stderr
+    done = run_cli("case", "revert", cid, TARGET, "--yes", "-f", str(d2), *led)
+    assert done.returncode == 1, done.stdout + done.stderr  # past the checks: the restart fails
+    assert (tmp_path / "d2" / "decode.env").read_text() == f"{K}=100\n"  # put back
+    # c's own value back to 512; d2's file holds 512 as its revert left it (the put-back undone
+    # by hand and recorded as a row from before rows named their deployment: anyone's, so only
+    # d2's own revert above tells whose the case's revert is; the plan then restores 100)
+    assert run_cli("knob", "set", "decode", f"{K}=512", "-f", str(c), *led).returncode == 0
+    (tmp_path / "d2" / "decode.env").write_text(f"{K}=512\n")
+    with Ledger.open(ledger_file) as ledger:
+        ledger.add(KnobChangeRecord(id=0, at="2026-12-06T00:00:00Z", service="decode", name=K,
+                                    case_id=int(cid), old="100", new="512", reason="again",
+                                    deployment=None))  # fmt: skip
+    d2_is = f"servelab@{mark(d2).partition('@')[2]}"
+    before = _written(ledger_file)
+    refused = run_cli("case", "revert", cid, TARGET, "--yes", "--to", "64", "-f", str(c), *led)
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, said
+    assert f"case {cid} holds {d2_is}'s revert of {TARGET}, not this deployment's" in said, said
+    done = run_cli("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
+    assert done.returncode == 0, done.stdout + done.stderr
+    refused = run_cli("restore", cid, "-f", str(c), *led)
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, said
+    assert f"case {cid}'s revert of {TARGET} was {d2_is}'s, not this deployment's" in said, said
+    assert "Traceback" not in said
+    assert (tmp_path / "c" / "decode.env").read_text() == f"{K}=512\n"  # never written
+    assert not (tmp_path / "c" / "state" / "logs").exists()  # nothing restarted
+    assert _written(ledger_file) == before
+    # its own deployment restores it: past the checks, its restart fails (exit 1)
+    own = run_cli("restore", cid, "-f", str(d2), *led)
+    assert own.returncode == 1, own.stdout + own.stderr
+    assert _written(ledger_file)[len(before) :][0] == ("100", mark(d2))

@@ -4,12 +4,13 @@ command that gets past its checks fails at its restart (``exit 3``), so how far 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.support import free_ports
 from tests.support.history import K
 
-__all__ = ["alpha_and_beta", "unstartable_spec"]
+__all__ = ["alpha_and_beta", "mark", "same_named", "unstartable_spec"]
 
 
 def unstartable_spec(folder: Path, name: str, value: str = "256", port: int | None = None) -> Path:
@@ -32,3 +33,21 @@ def alpha_and_beta(root: Path) -> tuple[Path, Path]:
     """Deployments ``alpha`` (``root/a``) and ``beta`` (``root/b``), each an
     :func:`unstartable_spec` with the knob at 256."""
     return unstartable_spec(root / "a", "alpha"), unstartable_spec(root / "b", "beta")
+
+
+def same_named(root: Path) -> tuple[Path, Path]:
+    """Two deployments both named ``servelab`` (the default name) in ``root/c`` and ``root/d2``,
+    each an :func:`unstartable_spec` on its own free port with the knob at 512: two deployments
+    all the same (issue 38, the sixteenth pass), told apart by their marks only."""
+    return unstartable_spec(root / "c", "servelab", "512"), unstartable_spec(
+        root / "d2", "servelab", "512"
+    )
+
+
+def mark(spec: Path) -> str:
+    """The mark of an :func:`unstartable_spec`'s ``decode``: ``name/decode@local:<port>``."""
+    text = spec.read_text()
+    name = re.search(r'^name = "([^"]+)"', text, re.M)
+    port = re.search(r"^url = \"http://127\.0\.0\.1:(\d+)\"", text, re.M)
+    assert name is not None and port is not None, text
+    return f"{name[1]}/decode@local:{port[1]}"

@@ -42,6 +42,7 @@ from servelab.io.hosts.envfiles import (
     read_env_bytes,
     read_env_file,
 )
+from servelab.io.hosts.processes import spec_mark
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import (
@@ -61,6 +62,7 @@ __all__ = [
     "check_setting",
     "diff_knob",
     "get_knob",
+    "knob_owner",
     "live_knob",
     "live_knobs",
     "not_as_file",
@@ -391,9 +393,17 @@ def _record_change(
             reason=reason,
             case_id=case_id,
             backup_path=backup_path,
-            deployment=op.spec.name,
+            deployment=knob_owner(op.spec, service),
         )
     )
+
+
+def knob_owner(spec: DeploymentSpec, service: str) -> str:
+    """Who a knob change of ``service`` is, as ``knob_changes.deployment`` records it (issue 38):
+    the service's mark (:func:`~servelab.io.hosts.processes.spec_mark`), so two specs of one name
+    sharing a ledger are two deployments; the bare name when ``spec`` has no such service.
+    Compared with :func:`~servelab.io.hosts.ownrecord.made_by`."""
+    return spec_mark(spec, service) if service in spec.services else spec.name
 
 
 def check_setting(spec: DeploymentSpec, service: str, name: str, value: str | None) -> str | None:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.ownrecord import OwnRecord, read_own_record, same_deployment
+from servelab.io.hosts.ownrecord import (
+    OwnRecord,
+    made_by,
+    named_deployment,
+    read_own_record,
+    same_deployment,
+)
 from servelab.io.hosts.processes import PidRecord, read_pid_record, write_pid_record
 
 
@@ -48,3 +54,29 @@ async def test_an_older_dead_record_stays_this_deployments(host: Host, tmp_path:
     write_pid_record(tmp_path, _record(2**22 + 7, {}))
     assert (await read_own_record(host, tmp_path, "a", "staging/a@local:8")).record is not None
     assert await read_own_record(host, tmp_path, "b", "staging/b@local:8") == OwnRecord(None)
+
+
+def test_a_ledger_rows_deployment_is_told_by_mark_and_an_older_rows_by_name() -> None:
+    """knob_changes.deployment (issue 38, sixteenth pass): two marks of one name on two
+    addresses are two deployments; a row holding a name alone (schema 8) compares by name, one
+    holding nothing is anyone's; an address-less older mark of the name and service is ours."""
+    c, d2 = "servelab/decode@local:20001", "servelab/decode@local:20002"
+    assert made_by(c, c) and not made_by(d2, c) and not made_by(c, d2)
+    assert made_by("servelab", c) and not made_by("other", c)
+    assert made_by(None, c) and made_by(c, None)
+    assert made_by("servelab/decode", c) and not made_by("servelab/prefill", c)
+    assert made_by("servelab", "servelab") and not made_by("servelab", "other")
+    assert not made_by("other/decode@local:20001", c)
+    for odd in (
+        "",
+        "/",
+        "@",
+        "servelab/",
+        "\ufeffservelab",
+        "servelab\x00/decode@local:1",
+        "x" * 100_000,
+    ):
+        assert not made_by(odd, c)
+    assert named_deployment(d2, c) == "servelab@local:20002"
+    assert named_deployment("other/decode@local:20002", c) == "other"
+    assert named_deployment("servelab", c) == "servelab"

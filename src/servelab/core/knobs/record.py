@@ -13,7 +13,8 @@ __all__ = ["KnobChangeRecord"]
 @dataclass(frozen=True)
 class KnobChangeRecord:
     """A declared knob's value changed in a service's env file (``None``: absent), by the
-    deployment named ``deployment`` (None: a change recorded before the ledger kept it)."""
+    deployment ``deployment``: the service's mark ``name/service@host:port`` (a name alone in a
+    change recorded before marks were; None: before the ledger kept it)."""
 
     _masked = masked_serializer("name", "old", "new")
 

@@ -30,6 +30,8 @@ from servelab.io.hosts.processes import (
 
 __all__ = [
     "OwnRecord",
+    "made_by",
+    "named_deployment",
     "others_places",
     "read_own_record",
     "record_deployment",
@@ -87,7 +89,19 @@ def same_deployment(found: str | None, mark: str) -> bool:
     return "@" not in service and (name, service) == (ours, own_service.partition("@")[0])
 
 
-def _named(found: str, mark: str) -> str:
+def made_by(recorded: str | None, ours: str | None) -> bool:
+    """Whether a ledger row's deployment ``recorded`` is ``ours`` (issue 38): each a mark
+    (:func:`~servelab.io.hosts.processes.spec_mark`), a name (a row written before marks were,
+    schema 8) or None (a row written before either: anyone's). Two marks compare as
+    :func:`same_deployment` (two specs of one name are two deployments); a name, by name."""
+    if recorded is None or ours is None:
+        return True
+    if _mark_of(recorded) is not None and _mark_of(ours) is not None:
+        return same_deployment(recorded, ours) or same_deployment(ours, recorded)
+    return (_deployment(recorded) or recorded) == (_deployment(ours) or ours)
+
+
+def named_deployment(found: str, mark: str) -> str:
     """How another deployment is named: its name, with its service's address when the name is
     this deployment's own too (two specs of one name)."""
     name = _deployment(found) or found
@@ -109,7 +123,7 @@ async def read_own_record(host: Host, state_dir: Path, service: str, mark: str) 
         found = await _record_mark(host, record)
         if found is None or same_deployment(found, mark):
             return OwnRecord(record)
-        other = OwnRecord(None, _named(found, mark), record.pid)
+        other = OwnRecord(None, named_deployment(found, mark), record.pid)
     at = _address(mark)
     aside = None if at is None else read_pid_record(state_dir, service, at)
     if aside is None:
@@ -119,7 +133,11 @@ async def read_own_record(host: Host, state_dir: Path, service: str, mark: str) 
     found = await _record_mark(host, aside)
     if found is None or same_deployment(found, mark):
         return OwnRecord(aside, at=at)
-    return other if other.other is not None else OwnRecord(None, _named(found, mark), aside.pid)
+    return (
+        other
+        if other.other is not None
+        else OwnRecord(None, named_deployment(found, mark), aside.pid)
+    )
 
 
 async def others_places(host: Host, state_dir: Path, service: str, mark: str) -> set[str | None]:

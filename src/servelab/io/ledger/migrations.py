@@ -145,7 +145,9 @@ CREATE INDEX answer_references_by_key ON answer_references(key, id);
 
 # Version 8: a knob change names the deployment (the spec's ``name``) that made it, so two
 # deployments sharing one ledger each read their own knob history (``case revert``'s, ``restore``'s
-# hand-edit check). A change recorded before is anyone's (NULL).
+# hand-edit check). A change recorded before is anyone's (NULL). Later servelabs store the changed
+# service's mark (``name/service@host:port``) in the same column, no migration: two specs of one
+# name are two deployments (issue 38, sixteenth pass); a row holding a name alone compares by name.
 _V8_CHANGE_DEPLOYMENT = """
 ALTER TABLE knob_changes ADD COLUMN deployment TEXT;
 """

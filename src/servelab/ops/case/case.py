@@ -65,6 +65,7 @@ from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
+from servelab.io.hosts.ownrecord import made_by
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case.handedit import knob_history, refuse_hand_edits
@@ -142,7 +143,7 @@ def _later_changes(ledger: Ledger, case: Case) -> list[KnobChangeRecord]:
     knobs = {(c.service, c.name): c.deployment for c in case.changes}
     return [row for (s, n), dep in sorted(knobs.items(), key=lambda kv: kv[0])
             for row in ledger.list(KnobChangeRecord, service=s, name=n)
-            if dep is None or row.deployment in (None, dep)]  # fmt: skip
+            if made_by(row.deployment, dep)]  # fmt: skip
 
 
 def list_cases(ledger: Ledger) -> list[CaseView]:
@@ -275,12 +276,12 @@ def revert_preview(
     *,
     current: str | None,
     to: str | None = None,
-    deployment: str | None = None,
+    deployment: DeploymentSpec | None = None,
 ) -> RevertPreview:
     """The revert of ``target`` under an open case in which it is a suspect.
 
     ``current`` is the knob's value in the env file now; the revert goes to the value before the
-    last recorded change (or ``to``) of the deployment named ``deployment`` (None: any
+    last recorded change (or ``to``) of the deployment ``deployment`` (None: any
     deployment's; :func:`~servelab.ops.case.handedit.knob_history`).
     """
     parsed = _knob_target(target)

@@ -58,6 +58,7 @@ from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError
+from servelab.io.hosts.ownrecord import made_by
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import argument_knob
@@ -68,7 +69,7 @@ from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.case.handedit import knob_history
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
-from servelab.ops.knob import get_knob, live_knobs
+from servelab.ops.knob import get_knob, knob_owner, live_knobs
 from servelab.ops.soak.soak import soak
 
 __all__ = [
@@ -182,8 +183,9 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
     service = str(target.service)
     found = await get_knob(op, service, target.name)
     # this deployment's history and reverts (issue 38: another sharing the ledger has its own)
-    recorded = knob_history(ledger, op.spec.name, service, target.name)
-    mine = [c for c in revert_changes(case) if c.deployment in (None, op.spec.name)]
+    recorded = knob_history(ledger, op.spec, service, target.name)
+    ours = knob_owner(op.spec, service)
+    mine = [c for c in revert_changes(case) if made_by(c.deployment, ours)]
     suspect, revert = experiment_values(
         mine, recorded, service, target.name, current=found, to=cfg.to
     )

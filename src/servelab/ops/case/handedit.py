@@ -10,25 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.redaction import REDACTED, mask
 from servelab.errors import CaseError
+from servelab.io.hosts.ownrecord import made_by
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation
-from servelab.ops.knob import read_knob
+from servelab.ops.knob import knob_owner, read_knob
 
 __all__ = ["knob_history", "refuse_hand_edits"]
 
 
 def knob_history(
-    ledger: Ledger, deployment: str, service: str, knob: str
+    ledger: Ledger, deployment: DeploymentSpec, service: str, knob: str
 ) -> list[KnobChangeRecord]:
-    """The recorded changes of ``service``'s ``knob`` made by the deployment named
-    ``deployment``, oldest first; a change recorded before the ledger named its deployment
-    counts as this one's (as it did)."""
+    """The recorded changes of ``service``'s ``knob`` made by the deployment ``deployment``
+    (its service's mark, :func:`~servelab.ops.knob.knob_owner`: another spec of the same name
+    serving elsewhere is another deployment), oldest first; a change recorded with the name only
+    (before marks) counts as this one's when the name is, and one recorded before the ledger
+    named its deployment counts as this one's (as it did)."""
+    ours = knob_owner(deployment, service)
     rows = ledger.list(KnobChangeRecord, service=service, name=knob)
-    return [row for row in rows if row.deployment in (None, deployment)]
+    return [row for row in rows if made_by(row.deployment, ours)]
 
 
 def _shown(value: str | None) -> str:
@@ -42,7 +47,7 @@ async def refuse_hand_edits(
     the one servelab last wrote (its newest recorded change), naming the file and the key; a
     knob with no recorded change, or whose recorded value is masked, is not compared."""
     for service, knob in knobs:
-        recorded = knob_history(ledger, op.spec.name, service, knob)
+        recorded = knob_history(ledger, op.spec, service, knob)
         if not recorded:
             continue
         last = max(recorded, key=lambda c: c.id)

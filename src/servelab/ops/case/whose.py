@@ -5,10 +5,12 @@ Two deployments (two specs) may share one ledger. A case's restore plan is made 
 and its values are the files' of the deployment that reverted them; restored from another one,
 they would be written into that one's files (the hand-edit check reads this deployment's history
 only, so it no longer fires). So a restore whose reverts another deployment recorded
-(``knob_changes.deployment``) is refused (exit 2) before anything is written or restarted,
-naming that deployment and the spec to restore it with (the revert event's ``spec``, when it was
-recorded with one); so is a revert of a knob the case already holds another deployment's change
-of (the case's plan would mix both).
+(``knob_changes.deployment``: the mark of the changed service,
+:func:`~servelab.ops.knob.knob_owner`, so another spec of the same name is another deployment;
+a name alone in rows written before marks) is refused (exit 2) before anything is written or
+restarted, naming that deployment and the spec to restore it with (the revert event's ``spec``,
+when it was recorded with one); so is a revert of a knob the case already holds another
+deployment's change of (the case's plan would mix both).
 
 A bisection (``case bisect --resume``, ``investigate --resume``) is the deployment's it was
 started on: its probes were measured there and its visits set its change values there, so its
@@ -33,11 +35,11 @@ from servelab.core.case.model import Case, RestoreItem, RevertEvent
 from servelab.core.case.probe import BisectRecord
 from servelab.core.ledger.codec import decode
 from servelab.errors import CaseError
-from servelab.io.hosts.ownrecord import same_deployment
+from servelab.io.hosts.ownrecord import made_by, named_deployment, same_deployment
 from servelab.io.hosts.processes import spec_mark
 from servelab.io.specfile import EMBEDDED
 from servelab.ops.context import Operation
-from servelab.ops.knob import get_knob
+from servelab.ops.knob import get_knob, knob_owner
 
 __all__ = [
     "bisect_owner",
@@ -66,10 +68,12 @@ def _with(deployment: str, spec: str | None, command: str) -> str:
     return f"{command} it with -f {spec}"
 
 
-def _others(case: Case, ids: Sequence[int], ours: str) -> str | None:
-    """Another deployment than ``ours`` that recorded one of the changes ``ids``, if any."""
-    found = (c.deployment for c in case.changes if c.id in ids)
-    names = sorted({name for name in found if name is not None and name != ours})
+def _others(op: Operation, case: Case, ids: Sequence[int]) -> str | None:
+    """Another deployment than ``op``'s that recorded one of the changes ``ids``, if any: its
+    name, with its service's address when the name is this one's too (two specs of one name)."""
+    found = ((c.deployment, knob_owner(op.spec, c.service)) for c in case.changes if c.id in ids)
+    names = sorted({named_deployment(rec, ours) for rec, ours in found
+                    if rec is not None and not made_by(rec, ours)})  # fmt: skip
     return names[0] if names else None
 
 
@@ -80,7 +84,7 @@ async def refuse_anothers_restore(
     ``op``'s, or (unless ``force``) were recorded before changes named their deployment and the
     file does not hold the value they left. Reads only."""
     for item in plan:
-        other = _others(case, item.change_ids, op.spec.name)
+        other = _others(op, case, item.change_ids)
         if other is not None:
             spec = _spec_of(case, item.change_ids)
             raise CaseError(
@@ -111,7 +115,7 @@ def refuse_anothers_revert(op: Operation, case: Case, preview: RevertPreview) ->
     of the previewed knob: its reverts are that deployment's, and this one's would mix in."""
     service, knob = preview.service, preview.knob
     ids = [c.id for c in case.changes if (c.service, c.name) == (service, knob)]
-    other = _others(case, ids, op.spec.name)
+    other = _others(op, case, ids)
     if other is not None:
         raise CaseError(
             f"case {case.id} holds {other}'s revert of knob:{service}/{knob}, not this "
