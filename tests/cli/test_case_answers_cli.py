@@ -109,9 +109,12 @@ def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path
         run_cli("case", "suspect", case, target, "--reason", "changed last", *led).returncode == 0
     )
     asyncio.run(_set(stack, BF16, "1"))
+    # 48-token answers: each request stays about three times as long in the decode, so a client
+    # slowed by a busy machine still holds it over the bf16 keys' 16 running (with 16-token
+    # answers, beside eight busy loops, 1 run in 4 stayed under it and read "inconclusive")
     doc = _json("case", "test", case, target, "--to", "0", "--test", "answers", "--rounds", "1",
                 "--runs", "1", "--requests", "400",
-                "--input-len", "32", "--output-len", "16", *spec, *led)  # fmt: skip
+                "--input-len", "32", "--output-len", "48", *spec, *led)  # fmt: skip
     assert doc["outcome"] == "convicted", doc
     assert doc["suspect"]["failed"] > 0 and doc["revert"]["failed"] == 0
     assert doc["suspect"]["sessions"] == 21 and doc["left"] == "1"
