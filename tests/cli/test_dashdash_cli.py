@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from servelab.cli.dashdash import bare_flag_value, misplaced_option
-from tests.support import free_port, run_cli
+from tests.support import free_port
+from tests.support.generic import servelab_in
 from tests.support.specs import write_decode_spec
 
 
@@ -20,25 +21,20 @@ def _workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _cli(root: Path, *args: str) -> tuple[int, str, str]:
-    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
-    return done.returncode, done.stdout, done.stderr
-
-
 def test_a_bare_flag_after_double_dash_means_on(tmp_path: Path) -> None:
     root = _workdir(tmp_path)
-    code, out, err = _cli(root, "knob", "set", "decode", "--json", "--",
+    code, out, err = servelab_in(root, "knob", "set", "decode", "--json", "--",
                           "--disable-overlap-schedule")  # fmt: skip
     assert code == 0, err
     assert json.loads(out)["new"] == "on"
     env = (root / "env" / "decode.env").read_text()
     assert env == 'SGLANG_ARGS="--max-running-requests 64 --disable-overlap-schedule"\n'
-    code, out, err = _cli(
+    code, out, err = servelab_in(
         root, "knob", "get", "decode", "--json", "--", "--disable-overlap-schedule"
     )
     assert code == 0 and json.loads(out)["value"] == "on", err
     # a bare word that is no flag is still NAME=VALUE's error
-    code, _, err = _cli(root, "knob", "set", "decode", "SOME_VARIABLE")
+    code, _, err = servelab_in(root, "knob", "set", "decode", "SOME_VARIABLE")
     assert code == 2 and "give NAME=VALUE" in err
 
 
@@ -49,13 +45,15 @@ def test_an_option_after_double_dash_says_options_go_before_it(tmp_path: Path) -
                  ("set", "decode", "--", "--max-running-requests=128", "--reason=x"),
                  ("get", "decode", "--", "--max-running-requests", "-f", "other.toml"),
                  ("diff", "decode", "--", "--json")):  # fmt: skip
-        code, out, err = _cli(root, "knob", *args)
+        code, out, err = servelab_in(root, "knob", *args)
         assert code == 2, (args, out, err)
         assert "options go before `--`" in err, err
         assert "unexpected extra argument" not in err
     assert (root / "env" / "decode.env").read_text() == before  # nothing changed
     # the message shows the command line fixed
-    _, _, err = _cli(root, "knob", "set", "decode", "--", "--max-running-requests=128", "--json")
+    _, _, err = servelab_in(
+        root, "knob", "set", "decode", "--", "--max-running-requests=128", "--json"
+    )
     assert "decode --json -- --max-running-requests=128" in err
 
 

@@ -17,18 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_cli
-from tests.support.generic import generic_service
-from tests.support.processes import http_server, listening, live_procs_under
+from tests.support.generic import generic_service, servelab_in
+from tests.support.processes import alive, http_server, listening, live_procs_under
 from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
 from tests.support.sshd import SshdServer
 
 _SERVICES = ("prefill", "decode", "router")
-
-
-def _cli(root: Path, *args: str) -> tuple[int, str, str]:
-    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
-    return done.returncode, done.stdout, done.stderr
 
 
 def _router_pid(state: Path) -> int:
@@ -43,19 +37,11 @@ def _up_then_lose_records(root: Path, state: Path, spec: str) -> int:
     """Write ``spec`` and its env files, ``up``, then lose the pid records; the router's pid."""
     PdEnv().write(root / "env")
     (root / "servelab.toml").write_text(spec)
-    code, _, err = _cli(root, "up")
+    code, _, err = servelab_in(root, "up")
     assert code == 0, err
     pid = _router_pid(state)
     shutil.move(state / "run", root / "run-aside")  # the records lost
     return pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def _ports(ports: PdPorts) -> list[int]:
@@ -70,18 +56,18 @@ def lost(tmp_path: Path) -> Iterator[tuple[Path, PdPorts, int]]:
     try:
         yield tmp_path, ports, pid
     finally:
-        _cli(tmp_path, "down")
-        if _alive(pid):
+        servelab_in(tmp_path, "down")
+        if alive(pid):
             os.killpg(pid, signal.SIGTERM)  # this test started it (the unproven case)
     assert live_procs_under(tmp_path) == []
 
 
 def test_status_and_down_know_the_router_by_its_log(lost: tuple[Path, PdPorts, int]) -> None:
     root, ports, pid = lost
-    code, out, _ = _cli(root, "status", "--json")
+    code, out, _ = servelab_in(root, "status", "--json")
     shown = {s["service"]: s for s in json.loads(out)}
     assert code == 0 and shown["router"]["pid"] == pid and shown["router"]["unrecorded"]
-    code, out, err = _cli(root, "down", "--json")
+    code, out, err = servelab_in(root, "down", "--json")
     assert code == 0, out + err
     steps = {s["service"]: s for s in json.loads(out)["steps"]}
     assert {steps[name]["outcome"] for name in _SERVICES} == {"stopped"}
@@ -92,11 +78,11 @@ def test_status_and_down_know_the_router_by_its_log(lost: tuple[Path, PdPorts, i
 
 def test_up_records_the_router_again(lost: tuple[Path, PdPorts, int]) -> None:
     root, ports, pid = lost
-    code, _, err = _cli(root, "up")
+    code, _, err = servelab_in(root, "up")
     assert code == 0, err
     assert f"router: already up (pid {pid}" in err and "its lost pid record written again" in err
     assert json.loads((root / "state" / "run" / "router.json").read_text())["pid"] == pid
-    assert _cli(root, "down")[0] == 0
+    assert servelab_in(root, "down")[0] == 0
     assert not any(listening(port) for port in _ports(ports))
 
 
@@ -105,22 +91,22 @@ def test_a_router_that_cannot_be_told_fails_down_and_is_named(
 ) -> None:
     root, ports, pid = lost
     (root / "state" / "logs" / "router.log").unlink()  # its output no longer proves it ours
-    code, out, _ = _cli(root, "down", "--json")
+    code, out, _ = servelab_in(root, "down", "--json")
     assert code == 1
     steps = {s["service"]: s for s in json.loads(out)["steps"]}
     assert steps["router"]["outcome"] == "failed"
     unproven = {"pid": pid, "port": ports.router, "host": "local", "name": "sglang::router"}
     assert steps["router"]["evidence"]["unproven_owner"] == unproven
-    assert listening(ports.router) and _alive(pid)  # not stopped
-    code, out, _ = _cli(root, "down")
+    assert listening(ports.router) and alive(pid)  # not stopped
+    code, out, _ = servelab_in(root, "down")
     said = " ".join(out.replace("│", " ").split())
     assert code == 1 and "down: FAILED" in said
     assert f"port {ports.router} on local is held by pid {pid} (sglang::router)" in said, out
     assert f"`kill -TERM {pid}`" in said, out
     shutil.move(root / "run-aside", root / "state" / "run")  # its record found again: stopped
-    code, out, _ = _cli(root, "down", "--json")
+    code, out, _ = servelab_in(root, "down", "--json")
     assert code == 0 and json.loads(out)["steps"][0]["outcome"] == "stopped"
-    assert not listening(ports.router) and not _alive(pid)
+    assert not listening(ports.router) and not alive(pid)
 
 
 def test_a_log_that_links_to_dev_null_proves_nothing(tmp_path: Path) -> None:
@@ -131,7 +117,7 @@ def test_a_log_that_links_to_dev_null_proves_nothing(tmp_path: Path) -> None:
         )
         (tmp_path / "state" / "logs").mkdir(parents=True)
         (tmp_path / "state" / "logs" / "a.log").symlink_to("/dev/null")
-        code, out, _ = _cli(tmp_path, "down", "--json")
+        code, out, _ = servelab_in(tmp_path, "down", "--json")
         assert code == 0
         (step,) = json.loads(out)["steps"]
         assert step["outcome"] == "not running" and step["evidence"]["port_owner"]["pid"]
@@ -146,13 +132,13 @@ def test_over_ssh_down_knows_the_router_by_its_log(tmp_path: Path, sshd: SshdSer
     text = pd_spec_toml(ports, state_dir=str(state), host="remote", hosts_toml=remote)
     pid = _up_then_lose_records(tmp_path, state, text)
     try:
-        code, out, err = _cli(tmp_path, "down", "--json")
+        code, out, err = servelab_in(tmp_path, "down", "--json")
         assert code == 0, out + err
         steps = {s["service"]: s for s in json.loads(out)["steps"]}
         assert steps["router"]["outcome"] == "stopped"
         assert steps["router"]["evidence"]["unrecorded"]["pid"] == pid
         assert not any(listening(port) for port in _ports(ports))
     finally:
-        _cli(tmp_path, "down")
-        if _alive(pid):
+        servelab_in(tmp_path, "down")
+        if alive(pid):
             os.killpg(pid, signal.SIGTERM)

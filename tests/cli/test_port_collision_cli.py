@@ -12,28 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import free_ports, run_cli
-from tests.support.processes import live_procs_under
+from tests.support import free_ports
+from tests.support.generic import servelab_in
+from tests.support.processes import alive, live_procs_under
 from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
 
 _SERVICES = ("prefill", "decode", "router")
 
 
-def _cli(root: Path, *args: str) -> tuple[int, str, str]:
-    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
-    return done.returncode, done.stdout, done.stderr
-
-
 def _pids(state: Path) -> dict[str, int]:
     return {s: int(json.loads((state / "run" / f"{s}.json").read_text())["pid"]) for s in _SERVICES}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def _write(folder: Path, name: str, ports: PdPorts) -> Path:
@@ -50,12 +38,12 @@ def beta(tmp_path: Path) -> Iterator[tuple[Path, PdPorts, dict[str, int]]]:
     """Deployment beta up (its own folder), its ports and pids."""
     ports = PdPorts.free(proxy=False)
     spec = _write(tmp_path / "beta", "beta", ports)
-    code, _, err = _cli(tmp_path, "up", "-f", str(spec))
+    code, _, err = servelab_in(tmp_path, "up", "-f", str(spec))
     assert code == 0, err
     try:
         yield tmp_path, ports, _pids(tmp_path / "beta" / "state")
     finally:
-        _cli(tmp_path, "down", "-f", str(spec))
+        servelab_in(tmp_path, "down", "-f", str(spec))
     assert live_procs_under(tmp_path) == []
 
 
@@ -66,10 +54,10 @@ def _zeta(root: Path, ports: PdPorts) -> Path:
 def _up_zeta_fails(root: Path, zeta: Path, beta_pids: dict[str, int]) -> str:
     """``up -f zeta`` fails; beta's processes all still run, its records unchanged; zeta's
     workers are stopped. Returns stderr."""
-    code, out, err = _cli(root, "up", "-f", str(zeta))
+    code, out, err = servelab_in(root, "up", "-f", str(zeta))
     assert code == 1, out + err
     assert "up: ok" not in out + err, out + err
-    assert all(_alive(pid) for pid in beta_pids.values()), err
+    assert all(alive(pid) for pid in beta_pids.values()), err
     assert _pids(root / "beta" / "state") == beta_pids
     run = root / "zeta" / "state" / "run"
     assert not any(run.glob("*.json")) if run.exists() else True, list(run.iterdir())
@@ -91,8 +79,8 @@ def test_up_over_another_deployments_router_fails(
     assert f"port {ports.router}" in err, err
     assert "does not list prefill, decode" in err, err
     assert "already up" not in err, err
-    _, _, err = _cli(root, "down", "-f", str(zeta))  # the router, beta's, is not zeta's
-    assert all(_alive(pid) for pid in pids.values()), err
+    _, _, err = servelab_in(root, "down", "-f", str(zeta))  # the router, beta's, is not zeta's
+    assert all(alive(pid) for pid in pids.values()), err
 
 
 @pytest.mark.timeout(600)

@@ -11,23 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import free_ports, run_cli
-from tests.support.generic import HTTP_SERVER, generic_service
-from tests.support.processes import listening, live_procs_under
+from tests.support import free_ports
+from tests.support.generic import HTTP_SERVER, generic_service, servelab_in
+from tests.support.processes import alive, listening, live_procs_under
 from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
-
-
-def _cli(root: Path, *args: str) -> tuple[int, str, str]:
-    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
-    return done.returncode, done.stdout, done.stderr
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 @pytest.fixture
@@ -39,14 +26,14 @@ def prod_up(tmp_path: Path) -> Iterator[tuple[Path, list[int], int]]:
         spec = f'name = "{name}"\n' + generic_service("a", port, 'ready_path = "/"\n')
         (tmp_path / f"{name}.toml").write_text(spec)
     try:
-        code, _, err = _cli(tmp_path, "up", "-f", "prod.toml")
+        code, _, err = servelab_in(tmp_path, "up", "-f", "prod.toml")
         assert code == 0, err
         record = json.loads((tmp_path / ".servelab" / "run" / "a.json").read_text())
         assert record["extra"]["mark"] == f"prod/a@local:{ports[0]}"
         yield tmp_path, ports, record["pid"]
     finally:
-        _cli(tmp_path, "down", "-f", "staging.toml")
-        _cli(tmp_path, "down", "-f", "prod.toml")
+        servelab_in(tmp_path, "down", "-f", "staging.toml")
+        servelab_in(tmp_path, "down", "-f", "prod.toml")
     assert live_procs_under(tmp_path) == []
 
 
@@ -64,15 +51,15 @@ def _forget_mark(root: Path) -> None:
 
 
 def _down_leaves_prod(root: Path, port: int, pid: int) -> None:
-    code, out, err = _cli(root, "down", "-f", "staging.toml", "--json")
+    code, out, err = servelab_in(root, "down", "-f", "staging.toml", "--json")
     assert code == 0, err
     (step,) = json.loads(out)["steps"]
     assert step["outcome"] == "not running"
     state_dir = str(root / ".servelab")
     others = {"deployment": "prod", "pid": pid, "state_dir": state_dir}
     assert step["evidence"]["others_record"] == others
-    assert _alive(pid) and listening(port)
-    code, out, err = _cli(root, "down", "-f", "staging.toml")  # in words too
+    assert alive(pid) and listening(port)
+    code, out, err = servelab_in(root, "down", "-f", "staging.toml")  # in words too
     assert code == 0, err
     said = _squeezed(out)  # the table wraps the cell, and cuts a long path short with "…"
     assert _squeezed(f"the state folder {state_dir[:40]}") in said, out
@@ -85,15 +72,15 @@ def test_down_and_status_of_another_spec_leave_its_process_alone(
     prod_up: tuple[Path, list[int], int],
 ) -> None:
     root, ports, pid = prod_up
-    code, out, _ = _cli(root, "status", "-f", "staging.toml", "--json")
+    code, out, _ = servelab_in(root, "status", "-f", "staging.toml", "--json")
     assert code == 1  # staging's service is not up
     (shown,) = json.loads(out)
     assert shown["pid"] is None and not shown["alive"]
     assert shown["pid_source"] == f"another deployment's record ('prod', pid {pid})"
-    code, out, _ = _cli(root, "status", "-f", "staging.toml")
+    code, out, _ = servelab_in(root, "status", "-f", "staging.toml")
     assert "- (another deployment's" in out, out  # the cell wraps
     _down_leaves_prod(root, ports[0], pid)
-    code, out, _ = _cli(root, "status", "-f", "prod.toml", "--json")  # still prod's own
+    code, out, _ = servelab_in(root, "status", "-f", "prod.toml", "--json")  # still prod's own
     (shown,) = json.loads(out)
     assert code == 0 and shown["alive"] and shown["ready"]
     assert shown["pid_source"] == "port owner in the recorded process group"
@@ -105,33 +92,33 @@ def test_an_older_record_is_known_by_its_process_mark(
     root, ports, pid = prod_up
     _forget_mark(root)
     _down_leaves_prod(root, ports[0], pid)
-    code, out, err = _cli(root, "down", "-f", "prod.toml", "--json")  # its own: stopped
+    code, out, err = servelab_in(root, "down", "-f", "prod.toml", "--json")  # its own: stopped
     assert code == 0, err
     assert json.loads(out)["steps"][0]["outcome"] == "stopped"
-    assert not _alive(pid) and not listening(ports[0])
+    assert not alive(pid) and not listening(ports[0])
 
 
 def test_up_of_another_spec_does_not_adopt_and_each_down_stops_its_own(
     prod_up: tuple[Path, list[int], int],
 ) -> None:
     root, ports, pid = prod_up
-    code, _, err = _cli(root, "up", "-f", "staging.toml")
+    code, _, err = servelab_in(root, "up", "-f", "staging.toml")
     assert code == 0, err
     assert "already up" not in err and "shared with deployment 'prod'" in err
-    assert listening(ports[1]) and _alive(pid)
-    code, out, _ = _cli(root, "status", "-f", "staging.toml", "--json")
+    assert listening(ports[1]) and alive(pid)
+    code, out, _ = servelab_in(root, "status", "-f", "staging.toml", "--json")
     staging = json.loads(out)[0]["pid"]
     assert staging not in (None, pid)
-    code, out, err = _cli(root, "down", "-f", "prod.toml", "--json")
+    code, out, err = servelab_in(root, "down", "-f", "prod.toml", "--json")
     assert code == 0, err
     assert json.loads(out)["steps"][0]["outcome"] == "stopped"
-    assert not _alive(pid) and not listening(ports[0]) and _alive(staging)
-    assert _cli(root, "down", "-f", "staging.toml")[0] == 0
-    assert not _alive(staging) and not listening(ports[1])
+    assert not alive(pid) and not listening(ports[0]) and alive(staging)
+    assert servelab_in(root, "down", "-f", "staging.toml")[0] == 0
+    assert not alive(staging) and not listening(ports[1])
 
 
 def _pids(root: Path, spec: str) -> dict[str, int | None]:
-    _, out, _ = _cli(root, "status", "-f", spec, "--json")
+    _, out, _ = servelab_in(root, "status", "-f", spec, "--json")
     return {shown["service"]: shown["pid"] for shown in json.loads(out)}
 
 
@@ -147,8 +134,8 @@ def twins(tmp_path: Path) -> Iterator[Path]:
     try:
         yield tmp_path
     finally:
-        _cli(tmp_path, "down", "-f", "canary.toml")
-        _cli(tmp_path, "down", "-f", "staging.toml")
+        servelab_in(tmp_path, "down", "-f", "canary.toml")
+        servelab_in(tmp_path, "down", "-f", "staging.toml")
     assert live_procs_under(tmp_path) == []
 
 
@@ -157,11 +144,11 @@ def test_two_copies_of_one_spec_in_one_folder_never_touch_each_other(twins: Path
     """Issue 38 H1: one name, one state folder, two specs: ``up``, ``status``, ``down`` and
     ``restart`` of one never stop, adopt or show the other's processes."""
     root = twins
-    code, _, err = _cli(root, "up", "-f", "staging.toml")
+    code, _, err = servelab_in(root, "up", "-f", "staging.toml")
     assert code == 0, err
     staging = _pids(root, "staging.toml")
     assert all(staging.values()), staging
-    code, _, err = _cli(root, "up", "-f", "canary.toml")
+    code, _, err = servelab_in(root, "up", "-f", "canary.toml")
     assert code == 0, err
     assert "shared with deployment 'servelab@local:" in err, err
     canary = _pids(root, "canary.toml")
@@ -170,14 +157,14 @@ def test_two_copies_of_one_spec_in_one_folder_never_touch_each_other(twins: Path
     logs = root / ".servelab" / "logs"
     assert (logs / "decode.log").read_text().count("--- servelab start") == 1  # staging's alone
     assert len(list(logs.glob("decode@local:*.log"))) == 1  # canary's, kept aside
-    code, _, err = _cli(root, "down", "-f", "canary.toml")
+    code, _, err = servelab_in(root, "down", "-f", "canary.toml")
     assert code == 0, err
-    assert all(_alive(pid) for pid in staging.values() if pid)
-    assert not any(_alive(pid) for pid in canary.values() if pid)
-    assert _cli(root, "up", "-f", "canary.toml")[0] == 0
-    code, _, err = _cli(root, "restart", "-f", "canary.toml", "decode")
+    assert all(alive(pid) for pid in staging.values() if pid)
+    assert not any(alive(pid) for pid in canary.values() if pid)
+    assert servelab_in(root, "up", "-f", "canary.toml")[0] == 0
+    code, _, err = servelab_in(root, "restart", "-f", "canary.toml", "decode")
     assert code == 0, err
-    assert all(_alive(pid) for pid in staging.values() if pid)
+    assert all(alive(pid) for pid in staging.values() if pid)
     assert _pids(root, "staging.toml") == staging
     assert (logs / "decode.log").read_text().count("--- servelab start") == 1
 
@@ -189,19 +176,19 @@ def test_a_record_kept_aside_is_not_a_third_spec_of_another_name(twins: Path) ->
     they are canary's, never stopped, adopted or shown as the third's."""
     root = twins
     for spec in ("staging.toml", "canary.toml"):
-        code, _, err = _cli(root, "up", "-f", spec)
+        code, _, err = servelab_in(root, "up", "-f", spec)
         assert code == 0, err
     canary = _pids(root, "canary.toml")
     assert all(canary.values()), canary
     (root / "other.toml").write_text('name = "other"\n' + (root / "canary.toml").read_text())
     try:
-        _, out, _ = _cli(root, "status", "-f", "other.toml", "--json")
+        _, out, _ = servelab_in(root, "status", "-f", "other.toml", "--json")
         for row in json.loads(out):  # what holds its ports is shown, never as its own record
             assert row["pid_source"] == row["pid_source"].split(",")[0], row
             assert row["pid_source"].startswith("owner of port "), row
-        code, _, err = _cli(root, "down", "-f", "other.toml")
-        assert all(_alive(pid) for pid in canary.values() if pid), err
-        code, _, err = _cli(root, "up", "-f", "other.toml")  # canary's ports: never adopted
+        code, _, err = servelab_in(root, "down", "-f", "other.toml")
+        assert all(alive(pid) for pid in canary.values() if pid), err
+        code, _, err = servelab_in(root, "up", "-f", "other.toml")  # canary's ports: never adopted
         # Sixteenth pass, H1: a port held by another deployment's marked process fails the step
         # (it was "already up, not started by servelab" and ok before).
         assert code == 1, err
@@ -210,8 +197,8 @@ def test_a_record_kept_aside_is_not_a_third_spec_of_another_name(twins: Path) ->
         assert "started by servelab" not in err, err
         assert _pids(root, "canary.toml") == canary  # its records are still its own
     finally:
-        _cli(root, "down", "-f", "other.toml")
-    assert all(_alive(pid) for pid in canary.values() if pid)
+        servelab_in(root, "down", "-f", "other.toml")
+    assert all(alive(pid) for pid in canary.values() if pid)
 
 
 def _web_spec(root: Path, name: str, shared: Path, port: int, secret: str) -> Path:
@@ -234,22 +221,22 @@ def test_two_deployments_in_one_folder_never_see_each_others_backups(tmp_path: P
     shared, ports = tmp_path / "shared", free_ports(2)
     alpha = _web_spec(tmp_path / "a", "alpha", shared, ports[0], "sk-alpha-secret")
     beta = _web_spec(tmp_path / "b", "beta", shared, ports[1], "sk-beta-secret")
-    code, _, err = _cli(tmp_path, "knob", "set", "-f", str(alpha), "decode", "K=333")
+    code, _, err = servelab_in(tmp_path, "knob", "set", "-f", str(alpha), "decode", "K=333")
     assert code == 0, err
-    code, out, err = _cli(tmp_path, "knob", "diff", "-f", str(beta), "decode", "K", "--json")
+    code, out, err = servelab_in(tmp_path, "knob", "diff", "-f", str(beta), "decode", "K", "--json")
     assert code == 0, err
     assert json.loads(out)["backup_path"] is None, out  # alpha's is not beta's
     try:
-        code, _, err = _cli(tmp_path, "up", "-f", str(beta))
+        code, _, err = servelab_in(tmp_path, "up", "-f", str(beta))
         assert code == 0, err
         env = tmp_path / "b" / "env" / "decode.env"
         env.write_text("WEB_PORT=bogus\nSECRET_TOKEN=sk-beta-secret\nK=1\n")  # beta's broken
-        code, _, _ = _cli(tmp_path, "restart", "-f", str(beta), "decode", "--rollback")
+        code, _, _ = servelab_in(tmp_path, "restart", "-f", str(beta), "decode", "--rollback")
         assert code != 0
         assert "sk-alpha-secret" not in env.read_text()  # never alpha's file
         assert "K=333" not in env.read_text()
     finally:
-        _cli(tmp_path, "down", "-f", str(beta))
+        servelab_in(tmp_path, "down", "-f", str(beta))
     assert live_procs_under(tmp_path) == []
 
 
@@ -259,7 +246,7 @@ def test_a_name_that_is_not_one_path_segment_is_refused(tmp_path: Path, name: st
     spec = tmp_path / "spec.toml"
     spec.write_text(f"name = {json.dumps(name)}\n" + generic_service("a", free_ports(1)[0]))
     for extra in ((), ("--json",)):
-        code, _, err = _cli(tmp_path, "status", "-f", str(spec), *extra)
+        code, _, err = servelab_in(tmp_path, "status", "-f", str(spec), *extra)
         assert code == 2 and err.count("\n") == 1, err
         assert "spec.toml: name:" in err and "Traceback" not in err
 
@@ -291,7 +278,7 @@ def test_a_service_or_host_name_that_is_not_one_path_segment_is_refused(
     (tmp_path / "st").mkdir()
     (tmp_path / "st" / "spec.toml").write_text('state_dir = "state"\n' + spec)
     for command in ("up", "down", "status"):
-        code, _, err = _cli(tmp_path / "st", command, "-f", "spec.toml")
+        code, _, err = servelab_in(tmp_path / "st", command, "-f", "spec.toml")
         assert code == 2 and f"spec.toml: {table}:" in err and "Traceback" not in err, err
     assert victim.read_text() == "precious\n" and not (tmp_path / "victim.log").exists()
     assert not (tmp_path / "st" / "state").exists()

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["HTTP_SERVER", "generic_service", "servelab_process", "text_or_empty"]
+from tests.support import run_cli
+
+__all__ = ["HTTP_SERVER", "generic_service", "servelab_in", "servelab_process", "text_or_empty"]
 
 #: A service's start command: a real HTTP server on ``{port}``, exec'd so its pid is the service's.
 HTTP_SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
@@ -21,6 +23,12 @@ def generic_service(name: str, port: int, extra: str = "") -> str:
         f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
         f"start = '{HTTP_SERVER.format(port=port)}'\n{extra}"
     )
+
+
+def servelab_in(root: Path, *args: str) -> tuple[int, str, str]:
+    """``servelab ARGS`` run in ``root`` with its ledger there: exit code, stdout, stderr."""
+    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
+    return done.returncode, done.stdout, done.stderr
 
 
 def servelab_process(root: Path, *args: str) -> subprocess.Popen[bytes]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.support import free_port
 
-__all__ = ["children", "http_server", "listening", "live_procs_under", "wait_answering"]
+__all__ = ["alive", "children", "http_server", "listening", "live_procs_under", "wait_answering"]
 
 _DEAD = ("Z", "X")
 
@@ -31,6 +31,15 @@ def _stat_fields(pid: str) -> list[str]:
 
 def _pids() -> list[str]:
     return [entry for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (or dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def live_procs_under(directory: Path) -> list[int]:
