@@ -32,7 +32,7 @@ def test_a_candidate_whose_answers_were_not_shown_unchanged_is_kept_by_no_spelli
             result = run_cli(
                 "ab", "-f", spec, "--ledger", ledger, "--knob", f"decode:{BF16}=0,1",
                 "--concurrency", "64", "--repeat", "2", "--requests", "40", "--warmup", "4",
-                "--output-len", "16", "--input-len", "32", "--keep", keep, "--json",
+                "--output-len", "48", "--input-len", "32", "--keep", keep, "--json",
                 timeout=140,
             )  # fmt: skip
             doc = json.loads(result.stdout)

@@ -47,7 +47,7 @@ from servelab.ops.deploy.rolling_results import (
 )
 from servelab.report.document import Worded, document_text
 from servelab.report.jsontext import json_text
-from servelab.report.othersrecord import others_words
+from servelab.report.othersrecord import others_words, stale_words
 from servelab.report.text import plain_text
 from servelab.report.verify import (
     VerificationWords,
@@ -171,12 +171,7 @@ def _unproven(owner: UnprovenOwner | None) -> str:
 
 def _stale(why: str | None) -> str:
     """A pid record left behind once its processes were stopped (a read-only state folder)."""
-    if why is None:
-        return ""
-    return (
-        f"WARNING: its pid record could not be removed ({why}): it stays, stale; its "
-        "processes are stopped (its pid dead) and later commands read it as not running"
-    )
+    return "" if why is None else stale_words(why)
 
 
 def _others(others: OthersRecord | None) -> str:

@@ -1,11 +1,12 @@
-"""The words for another deployment's pid record found in a shared state folder (pure: returns
-str). Apart from :mod:`servelab.report.progress` (every feature's progress events) so that
+"""The words for another deployment's pid record found in a shared state folder, and for a pid
+record that stays, stale, once its processes are stopped (pure: returns str). Apart from
+:mod:`servelab.report.progress` (every feature's progress events) so that
 ``up``/``down``/``restart``'s report (:mod:`servelab.report.deploy`) imports no other feature's
 events."""
 
 from __future__ import annotations
 
-__all__ = ["others_words"]
+__all__ = ["others_words", "stale_words"]
 
 
 def others_words(deployment: str, pid: int, state_dir: str) -> str:
@@ -13,4 +14,12 @@ def others_words(deployment: str, pid: int, state_dir: str) -> str:
     return (
         f"the state folder {state_dir} is shared with deployment {deployment!r}: its pid record "
         f"(pid {pid}) is that deployment's, left alone (give each spec its own state_dir)"
+    )
+
+
+def stale_words(why: str) -> str:
+    """A pid record left behind once its processes were stopped (a read-only state folder)."""
+    return (
+        f"WARNING: its pid record could not be removed ({why}): it stays, stale; its "
+        "processes are stopped (its pid dead) and later commands read it as not running"
     )

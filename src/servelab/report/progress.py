@@ -84,7 +84,7 @@ from servelab.core.verify.events import (
     ReadingLiveEnv,
     VerifyingLayers,
 )
-from servelab.report.othersrecord import others_words
+from servelab.report.othersrecord import others_words, stale_words
 from servelab.report.text import arm_value, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
@@ -192,8 +192,8 @@ def _deploy(
             runs, says = (_unset(mask(knob, v)) for v in (live, file))
             return (f"warning: {service} runs {knob}={runs}, its file says {says}; apply the "
                     f"file with: {shlex.join(fix)}")  # fmt: skip
-        case ServiceStopped(service=service, outcome=outcome):
-            return f"{service}: {outcome}"
+        case ServiceStopped(service=service, outcome=outcome, stale_record=stale):
+            return f"{service}: {outcome}" + ("" if stale is None else f"; {stale_words(stale)}")
         case OtherDeploymentsRecord(service=service, deployment=other, pid=pid, state_dir=where):
             return f"{service}: {others_words(other, pid, where)}"
         case StopFailed(service=service, error=error):

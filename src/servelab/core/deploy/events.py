@@ -117,10 +117,12 @@ class OtherDeploymentsRecord:
 
 @dataclass(frozen=True)
 class ServiceStopped:
-    """A service was stopped (or was not running)."""
+    """A service was stopped (or was not running); ``stale_record``: why its pid record could not
+    be removed once its processes were stopped (it stays, stale)."""
 
     service: str
     outcome: StepOutcome
+    stale_record: str | None = None
 
 
 @dataclass(frozen=True)

@@ -382,7 +382,7 @@ async def stop(op: Operation, service: str) -> Step:
     left, evidence = await _stop_unrecorded(op, service, evidence)
     if left is StepOutcome.FAILED or outcome is StepOutcome.NOT_RUNNING:
         outcome = left
-    op.say(ServiceStopped(service, outcome))
+    op.say(ServiceStopped(service, outcome, stale))
     return Step(service, outcome, None, time.monotonic() - started, evidence)
 
 
