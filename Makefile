@@ -39,8 +39,8 @@ typecheck: $(STAMP)
 # time (`solo`) then run alone. Both passes always run; either failing fails the target.
 TEST_WORKERS ?= 3
 unit: $(STAMP)
-	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo"; a=$$?; \
-	$(BIN)/pytest -q -m solo; b=$$?; \
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 -m "not solo"; a=$$?; \
+	$(BIN)/pytest -q --durations=10 -m solo; b=$$?; \
 	test $$a -eq 0 -a $$b -eq 0
 
 test: $(STAMP) sysdeps lint typecheck unit
