@@ -5,7 +5,8 @@ Before anything stops, every place the restart writes is proved writable: an imm
 ``state/run`` is made immutable while a service stops, the stopped service's record stays, stale
 (a warning), and the restart goes on until a start cannot write its record: that service is
 stopped again and the failed restart's report names every service down and the command that
-brings them back (under ``--json`` too); that command does bring them back. Needs ``chattr`` (root, a file system with inode flags)."""
+brings them back (under ``--json`` too); that command does bring them back. Needs ``chattr``
+(root, a file system with inode flags)."""
 
 from __future__ import annotations
 
