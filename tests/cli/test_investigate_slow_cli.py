@@ -2,6 +2,7 @@
 decode behind the real sglang-router), shared by its scenarios, each with its own ledger:
 
 1. No bench recorded: nothing to compare against; it says to run ``servelab bench`` (exit 1).
+1b. Only a one-request bench recorded: too small to compare with, named, never used (exit 1).
 2. A baseline bench, then nothing changed: the reproduction is not slower by the A/B's unpaired
    interval, so it ends "did not reproduce" (exit 1).
 3. The decode knob tuned (recorded) before a baseline bench at ``--max-running-requests 64``
@@ -118,6 +119,29 @@ def test_without_a_baseline_it_says_to_run_bench_and_exits_1(
          "-f", stack.source, *led], capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 1 and NO_BASELINE in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_one_request_bench_is_no_baseline_and_says_why(stack: LoadedSpec, tmp_path: Path) -> None:
+    """Issue 38, sixteenth pass (M4): a ``bench --requests 1`` (one run of one request) was the
+    baseline; the reproduction compared with n=1 was inconclusive and the case was headlined
+    "did not reproduce". It is too small to compare with: named, never used, nothing run."""
+    led = ("--ledger", str(tmp_path / "ledger.db"))
+    done = run_cli("bench", "--requests", "1", "-f", stack.source, *led, timeout=300)
+    assert done.returncode == 0, done.stderr + done.stdout
+    doc, stderr, wall, code = _investigate("-f", stack.source, *led)
+    print(f"investigate --symptom slow, a one-request bench: {wall:.1f} s wall\n"
+          + "\n".join(doc["lines"]))  # fmt: skip
+    state = doc["state"]
+    assert code == 1 and state["ending"] == "no_baseline", doc
+    assert state["run_ids"] == [] and "slowdown" not in state  # nothing reproduced against it
+    (small,) = state["small_baselines"]
+    assert (small["runs"], small["requests"], small["concurrency"]) == (1, 1, 1)
+    said = doc["summary"]
+    assert said.startswith(f"case {state['case_id']}: no usable baseline: bench runs #"), said
+    assert "1 run(s) at a level, 1 request(s) a run at C1) too small to compare with" in said
+    assert "at least 2 runs a level (`--repeat`)" in said and "no usable baseline" in stderr
+    assert _restarts(stderr) == 0
 
 
 @pytest.mark.timeout(600)

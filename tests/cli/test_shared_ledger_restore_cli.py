@@ -49,8 +49,19 @@ def test_restore_of_another_deployments_revert_is_refused(tmp_path: Path) -> Non
         ledger.add(KnobChangeRecord(id=0, at="2026-12-06T00:00:00Z", service="decode", name=K,
                                     case_id=int(cid), old="512", new="256", reason="again",
                                     deployment="alpha"))  # fmt: skip
-    done = run_cli("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
+    done = run_cli("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET,
+                   "-f", str(beta), *led)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    # issue 38, sixteenth pass: it said to restore from beta (refused): it names alpha's spec
+    said = " ".join(done.stdout.split())
+    assert f"apply it with: servelab restore {cid} -f {alpha}" in said, said
+    assert f"-f {beta}" not in said and "alpha's revert, not this deployment's (beta)" in said
+    shown = run_cli("case", "show", cid, "-f", str(beta), *led)
+    said = " ".join(shown.stdout.split())
+    assert shown.returncode == 0 and "alpha's revert, not this deployment's (beta)" in said, said
+    assert f"restore it with -f {alpha}" in said, said
+    own = run_cli("case", "show", cid, "-f", str(alpha), *led)  # its own: nothing to name
+    assert own.returncode == 0 and "not this deployment's" not in own.stdout, own.stdout
     before = _written(Path(led[1]))
     refused = run_cli("restore", cid, "-f", str(beta), *led)
     said = " ".join((refused.stdout + refused.stderr).split())
@@ -124,8 +135,14 @@ def test_restore_and_revert_of_a_same_named_deployments_revert_are_refused(
     said = " ".join((refused.stdout + refused.stderr).split())
     assert refused.returncode == 2, said
     assert f"case {cid} holds {d2_is}'s revert of {TARGET}, not this deployment's" in said, said
-    done = run_cli("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
+    done = run_cli("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET,
+                   "-f", str(c), *led)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert f"apply it with: servelab restore {cid} -f {d2}" in said, said
+    assert f"{d2_is}'s revert, not this deployment's (servelab)" in said, said
+    shown = run_cli("case", "show", cid, "-f", str(c), *led)
+    assert f"{d2_is}'s revert, not this deployment's" in shown.stdout, shown.stdout
     refused = run_cli("restore", cid, "-f", str(c), *led)
     said = " ".join((refused.stdout + refused.stderr).split())
     assert refused.returncode == 2, said

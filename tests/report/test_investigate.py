@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -36,7 +37,7 @@ from servelab.core.investigate.plan import (
     Resolve,
     SlowTest,
 )
-from servelab.core.investigate.slow import Slowdown, SlowPoint
+from servelab.core.investigate.slow import Slowdown, SlowPoint, SmallBaseline
 from servelab.core.investigate.state import (
     Decided,
     Ending,
@@ -57,7 +58,12 @@ from servelab.report.investigate import (
     investigate_lines,
     report_markdown,
 )
-from servelab.report.investigation import describe_ab_test, describe_investigation
+from servelab.report.investigation import (
+    describe_ab_test,
+    describe_investigation,
+    describe_state,
+    root_cause,
+)
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 KNOB = SuspectChange("decode", K, "256", "512", "256", (2, 3), reverted=True, ab_id=4,
@@ -176,3 +182,28 @@ def test_each_recorded_state_is_worded_in_the_case_timeline_not_as_json() -> Non
         read_state(replace(stored, kind="revert"))
     assert describe_ab_test(test).startswith(f"ab test {KNOB.target} (512 against 256, A/B #9): "
                                              "CONVICTED; C64 revert/change 1.300")  # fmt: skip
+
+
+def test_an_inconclusive_slowdown_and_a_baseline_too_small_are_said_so() -> None:
+    """Issue 38, sixteenth pass (M4): an inconclusive comparison was headlined "did not
+    reproduce"; a baseline too small to compare with was used without a word."""
+    small = SmallBaseline((9,), "2026-02-01T00:00:00.000Z", 1, 1, 16)
+    undecided = Slowdown((3, 4, 5), "2026-01-01T00:00:00.000Z", "good",
+                         (SlowPoint(16, 1.1, math.nan, math.nan, "inconclusive", 3, 1),),
+                         skipped=(small,))  # fmt: skip
+    state = InvestigationState(7, Symptom.SLOW, stage=Stage.DONE, reproduced=False,
+                               slowdown=undecided, ending=Ending.INCONCLUSIVE)  # fmt: skip
+    cause = root_cause(state)
+    assert cause.startswith("inconclusive (slower): against baseline bench 'good'"), cause
+    assert "did not reproduce" not in cause and "measure again" in cause
+    assert "passed over, too small to compare with: bench runs #9 (2026-02-01T00:00: 1 run(s) " \
+        "at a level, 1 request(s) a run at C16)" in cause  # fmt: skip
+    assert "inconclusive" in describe_state(state) and "did not" not in describe_state(state)
+    page = report_markdown(state, [])
+    assert "- reproduction: inconclusive" in page and "did not reproduce" not in page
+    none = replace(state, slowdown=None, ending=Ending.NO_BASELINE, small_baselines=(small,))
+    said = describe_state(none)
+    assert "no usable baseline: bench runs #9" in said and "too small to compare with" in said
+    assert "at least 2 runs a level (`--repeat`)" in said, said
+    assert "no usable baseline" in describe_event(SlowMeasured(None, (small,)))
+    assert describe_event(SlowMeasured(None)).endswith("run `servelab bench` when it is good")

@@ -9,7 +9,7 @@ or need a case already in it) refuse one that does not exist (exit 1) and create
 
 from __future__ import annotations
 
-import shlex
+from contextlib import suppress
 from pathlib import Path
 
 import click
@@ -26,11 +26,18 @@ from servelab.cli.common import (
 )
 from servelab.cli.freetext import stored_text
 from servelab.cli.options import FORCE_HELP, REVERT_TO, wait_option
-from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
+from servelab.core.case.contract import (
+    RestoreAdvice,
+    RestoreOutcome,
+    RevertOutcome,
+    RevertPreview,
+)
 from servelab.core.case.model import CASE_RESOLVED, Case
+from servelab.errors import SpecError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.outdir import write_out_dir
 from servelab.ops.case import case as cases
+from servelab.ops.case.whose import restore_advice
 from servelab.ops.context import Operation
 from servelab.report.case import (
     case_json,
@@ -46,6 +53,8 @@ from servelab.report.docs import (
     describe_cost,
     describe_restore_item,
     describe_timeline_entry,
+    restore_hint,
+    restore_plan_lines,
 )
 
 __all__ = [
@@ -291,14 +300,13 @@ def case_resolve(
         say(f"  the earlier resolution ({before.root_cause}) is kept in its timeline")
     else:
         say(f"case {case_id} resolved: {root_cause}")
-    for item in view.plan:
-        say(f"  restore plan: {describe_restore_item(item)}")
-    if view.plan:
-        restore = ["servelab", "restore", str(case_id), *where.spec().spec_args]
-        say(f"  apply it with: {shlex.join(restore)}")
+    if view.plan:  # the spec read only for a plan, as before
+        advice = restore_advice(where.spec(), view.case, view.plan)
+        for line in [*restore_plan_lines(view.plan, advice), restore_hint(case_id, advice)]:
+            say(f"  {line}")
 
 
-def _print_case(view: cases.CaseView) -> None:
+def _print_case(view: cases.CaseView, advice: RestoreAdvice | None) -> None:
     case = view.case
     say(f"case {case.id}: {case.title} ({case.status}; {view.restore_status})")
     if case.root_cause:
@@ -307,8 +315,8 @@ def _print_case(view: cases.CaseView) -> None:
         say(f"  suspect {s.target}: {s.verdict or 'open'}" + (f" — {s.reason}" if s.reason else ""))
     for entry in view.timeline:
         say(f"  {entry.at}  {describe_timeline_entry(entry)}")
-    for item in view.plan:
-        say(f"  restore plan: {describe_restore_item(item)}")
+    for line in restore_plan_lines(view.plan, advice):
+        say(f"  {line}")
 
 
 @case_group.command("show")
@@ -324,13 +332,19 @@ def case_show(
     async def body(ledger: Ledger) -> cases.CaseView:
         return cases.view_case(ledger, case_id)
 
-    view = run_with_ledger(
-        SpecAndLedger(spec_path, ledger_path), body, create=False, reads_only=True
-    )
+    where = SpecAndLedger(spec_path, ledger_path)
+    view = run_with_ledger(where, body, create=False, reads_only=True)
     if as_json:
         print_json(case_json(view))
     else:
-        _print_case(view)
+        _print_case(view, _advice(where, view))
+
+
+def _advice(where: SpecAndLedger, view: cases.CaseView) -> RestoreAdvice | None:
+    """Whose each plan item's revert is, seen from the spec (None: no plan, or no spec read)."""
+    with suppress(SpecError):  # ``case show`` reads the ledger and needs no spec
+        return restore_advice(where.spec(), view.case, view.plan) if view.plan else None
+    return None
 
 
 @case_group.command("list")

@@ -57,6 +57,7 @@ from servelab.io.specfile import LoadedSpec
 from servelab.ops.knob import live_knobs
 from servelab.ops.soak import soak as ops
 from servelab.ops.telemetry.tracing import TraceCollector, trace_collector
+from servelab.ops.verify.answers import answers_owner
 from servelab.report.soak import soak as report
 
 __all__ = [
@@ -259,7 +260,7 @@ def soak_command(
         knobs=run(live_knobs(loaded)) if loaded is not None else {},
         slo=slo,
         answer_probes=answer_probes,
-        answers_from=loaded.spec.name if loaded is not None else None,
+        answers_from=answers_owner(loaded.spec) if loaded is not None else None,
     )
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)

@@ -13,11 +13,13 @@ here too; the CLI prints the same sentences.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
 from servelab.core.bench.upgrade import stored_level
 from servelab.core.case.abtest import AbTestRecord
+from servelab.core.case.contract import RestoreAdvice, RestoreWhose
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -72,6 +74,9 @@ __all__ = [
     "describe_point",
     "describe_restore_item",
     "describe_timeline_entry",
+    "restore_hint",
+    "restore_plan_lines",
+    "whose_revert",
 ]
 
 PERF_PLAN = "perf-plan.md"
@@ -120,6 +125,39 @@ def describe_restore_item(item: RestoreItem) -> str:
     if item.superseded_by is not None:
         text += f"; changed again since (change #{item.superseded_by}): check before restoring"
     return text
+
+
+def whose_revert(whose: RestoreWhose, here: str) -> str:
+    """Another deployment's revert (issue 38): whose, and where it is restored from."""
+    if whose.spec_args is None:
+        where = f"with -f the spec of {whose.other}"
+    elif not whose.spec_args:
+        where = "without -f, where no servelab.toml is (the embedded default spec)"
+    else:
+        where = f"with {shlex.join(whose.spec_args)}"
+    return f"{whose.other}'s revert, not this deployment's ({here}): restore it {where}"
+
+
+def restore_plan_lines(plan: Sequence[RestoreItem], advice: RestoreAdvice | None) -> list[str]:
+    """Each restore plan item, another deployment's revert named (``advice``: seen from the spec
+    given; None: it could not be read)."""
+    whose = advice.whose if advice is not None else (None,) * len(plan)
+    return [f"restore plan: {describe_restore_item(item)}"
+            + ("" if w is None or advice is None else f"; {whose_revert(w, advice.here)}")
+            for item, w in zip(plan, whose, strict=True)]  # fmt: skip
+
+
+def restore_hint(case_id: int, advice: RestoreAdvice) -> str:
+    """The ``restore`` command that would be accepted, or why none is (its reverts are more
+    than one deployment's, or the other's spec was not recorded)."""
+    if advice.spec_args is not None:
+        words = ["servelab", "restore", str(case_id), *advice.spec_args]
+        return f"apply it with: {shlex.join(words)}"
+    whose = sorted({w.other for w in advice.whose if w is not None})
+    if None in advice.whose:
+        whose.insert(0, f"this deployment ({advice.here})")
+    return (f"no one restore applies it: its reverts are {' and '.join(whose)}'s "
+            "(each restored from its own deployment's spec)")  # fmt: skip
 
 
 def describe_conviction(test: ConvictionTest) -> str:

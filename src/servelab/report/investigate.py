@@ -42,6 +42,7 @@ from servelab.core.investigate.plan import (
     SlowTest,
 )
 from servelab.core.investigate.state import (
+    Ending,
     InvestigationState,
     Side,
     SuspectChange,
@@ -80,8 +81,8 @@ def describe_event(event: InvestigateEvent) -> str:
             where = f" (soak #{sid})" if sid is not None else ""
             word = "reproduced" if ok else "did not reproduce"
             return f"{word}: {failed} of {units} failed{where}"
-        case SlowMeasured(slowdown=slowdown):
-            return describe_slowdown(slowdown)
+        case SlowMeasured(slowdown=slowdown, skipped=skipped):
+            return describe_slowdown(slowdown, skipped)
         case Localized(layer=layer, worker=worker, side=side, verification_id=vid):
             return (f"localized to {_layer(layer, worker)}, {side} the engines; verify #{vid}"
                     if side is Side.OUTSIDE else
@@ -199,9 +200,10 @@ def report_markdown(
     out = [f"# Investigation of case {state.case_id}: {_SYMPTOMS[state.symptom]}", ""]
     out.append(f"- outcome: **{describe_state(state)}**")
     repro = "reproduced" if state.reproduced else "not reproduced"
+    repro = "inconclusive" if state.ending is Ending.INCONCLUSIVE else repro
     out.append(f"- reproduction: {repro}" + (f" (soak #{state.soak_id})" if state.soak_id else ""))
     if state.symptom is Symptom.SLOW:
-        out.append(f"- {describe_slowdown(state.slowdown)}")
+        out.append(f"- {describe_slowdown(state.slowdown, state.small_baselines)}")
     out.append(
         f"- localized: {_layer(state.layer, state.worker)}"
         + (f" (verify #{state.verification_id})" if state.verification_id else "")

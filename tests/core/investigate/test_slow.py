@@ -22,6 +22,8 @@ from servelab.core.investigate.slow import (
     compare_to_baseline,
     find_baseline,
     run_throughput,
+    search_baseline,
+    usable,
 )
 from servelab.core.investigate.state import (
     Decided,
@@ -153,3 +155,44 @@ def test_a_slowdown_tests_each_change_by_its_own_ab(symptom: Symptom) -> None:
     if symptom is Symptom.SLOW:
         both = replace(state, suspects=two, decided=(Decided(two[0].target, "exonerated", "ab"),))
         assert next_action(both) == SlowTest(two[1])  # never a bisection or a good state
+
+
+def test_a_baseline_too_small_to_compare_is_passed_over_and_named() -> None:
+    """Issue 38, sixteenth pass (M4): a newer ``bench --requests 1`` was the baseline; compared
+    with n=1 it was inconclusive and headlined "did not reproduce"."""
+    good = [_run(1, 1000.0), _run(2, 1010.0), _run(3, 990.0)]
+    one = _run(4, 20.0, requests=1)  # one request a run (and one run: repeat 1)
+    tiny = [replace(one, config={**one.config, "repeat": 1})]
+    few = [_run(i, 900.0, requests=20) for i in (5, 6, 7)]  # 20 requests at C16: < 2 a slot
+    search = search_baseline([*good, *tiny, *few], [URL])
+    assert search.found is not None
+    baseline, newest = search.found
+    assert baseline.run_ids == (1, 2, 3) and newest.id == 3  # the newest usable one
+    assert [s.run_ids for s in search.skipped] == [(5, 6, 7), (4,)]  # newest first
+    assert (search.skipped[1].runs, search.skipped[1].requests) == (1, 1)
+    assert (search.skipped[0].runs, search.skipped[0].requests) == (3, 20)
+    assert baseline.skipped == search.skipped
+    slow = compare_to_baseline(baseline, {16: [1000.0, 1005.0, 995.0]})
+    assert slow.skipped == search.skipped and not slow.inconclusive
+    none = search_baseline([*tiny, *few], [URL])
+    assert none.found is None and len(none.skipped) == 2
+    assert find_baseline([*tiny, *few], [URL]) is None
+    assert usable(Baseline((1,), "t", None, {16: (1.0, 2.0)}), 32) is None  # 2 a slot: usable
+    assert usable(Baseline((1,), "t", None, {16: (1.0, 2.0)}), None) is None  # a trace's
+    # an A/B of one round: one value an arm, too small; the older bench is the baseline
+    one_round = _ab(8, "2026-02-01T00:00:00.000Z")
+    arms = tuple(replace(a, throughput={16: a.throughput[16][:1]}) for a in one_round.result.arms)
+    one_round = replace(one_round, result=replace(one_round.result, arms=arms))
+    visit_runs = [_run(i, 0.0, label=f"ab decode K round {i}") for i in (11, 12, 13, 14)]
+    found = search_baseline([*good, *visit_runs], [URL], [one_round])
+    assert found.found is not None and found.found[0].ab_id is None
+    assert [(s.ab_id, s.runs) for s in found.skipped] == [(8, 1)]
+
+
+def test_an_undecided_comparison_is_inconclusive_never_not_slower() -> None:
+    base = Baseline((1, 2, 3), "2026-01-01T00:00:00.000Z", None, {16: (1000.0, 1010.0, 990.0)})
+    one = compare_to_baseline(base, {16: [100.0]})
+    assert one.inconclusive and not one.slower
+    assert compare_to_baseline(base, {64: [1.0, 2.0]}).inconclusive  # no level in common
+    assert not compare_to_baseline(base, {16: [1000.0, 1001.0, 999.0]}).inconclusive
+    assert not compare_to_baseline(base, {16: [600.0, 610.0, 590.0]}).inconclusive  # slower

@@ -17,6 +17,7 @@ from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
 from servelab.ops.soak.soak import soak
+from servelab.ops.verify.answers import answers_owner
 from servelab.ops.verify.verify import verify
 from servelab.report.soak.soak import render_soak
 from tests.support.http import set_faults
@@ -37,9 +38,9 @@ def stack() -> Iterator[SimStack]:
         st.stop()
 
 
-def _config(probes: int = 3) -> SoakConfig:
+def _config(probes: int = 3, owner: str = NAME) -> SoakConfig:
     return SoakConfig(sessions=4, rounds=3, idle_timeout_s=10, duration_s=60,
-                      answer_probes=probes, answers_from=NAME)  # fmt: skip
+                      answer_probes=probes, answers_from=owner)  # fmt: skip
 
 
 def _soak(stack: SimStack, ledger: Ledger | None, config: SoakConfig) -> SoakResult:
@@ -55,14 +56,15 @@ def test_clean_answers_say_nothing_and_a_wrong_kv_is_found_at_the_transfer(
 ) -> None:
     PdEnv(knob=None).write(tmp_path / "env")
     (tmp_path / "servelab.toml").write_text(pd_spec_toml(PdPorts.of(stack), name=NAME, knobs=()))
+    loaded = load_spec(tmp_path / "servelab.toml")
+    owner = answers_owner(loaded.spec)  # the deployment's, as `servelab soak` names it
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        verified = asyncio.run(verify(load_spec(tmp_path / "servelab.toml"), layers=("e2e",),
-                                      ledger=ledger))  # fmt: skip
+        verified = asyncio.run(verify(loaded, layers=("e2e",), ledger=ledger))
         assert verified.ok  # the references, from the good state
-        clean = _soak(stack, ledger, _config())
+        clean = _soak(stack, ledger, _config(owner=owner))
         set_faults(stack.decode_url, kv_corrupt=True)
         try:
-            wrong = _soak(stack, ledger, _config())
+            wrong = _soak(stack, ledger, _config(owner=owner))
         finally:
             set_faults(stack.decode_url, kv_corrupt=False)
     assert _probe_issues(clean) == [] and not clean.correctness, render_soak(clean)

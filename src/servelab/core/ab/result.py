@@ -294,10 +294,16 @@ def better_arm(result: AbResult) -> str | None:
     concurrency and worse at none, the baseline when the other way round; None when no verdict
     decided it, or they disagree. A candidate that changes answers (gated) is never better, nor
     one whose answers a gate could not show unchanged (too few probe pairs: its speed alone)."""
+    faster = _faster_arm(result)
+    if faster == result.candidate and result.answers is not None and result.answers.holds_back:
+        return None
+    return faster
+
+
+def _faster_arm(result: AbResult) -> str | None:
+    """The arm the concluded verdicts favour on speed alone (answers not asked)."""
     verdicts = {c.verdict for c in result.comparisons}
     if Verdict.BETTER in verdicts and Verdict.WORSE not in verdicts:
-        if result.answers is not None and result.answers.holds_back:
-            return None
         return result.candidate
     if Verdict.WORSE in verdicts and Verdict.BETTER not in verdicts:
         return result.baseline
@@ -319,8 +325,11 @@ def not_kept(keep: str | None, result: AbResult) -> NotKept | None:
     """Why the value ``keep`` names is not left live (None: it is, or none was named): the
     candidate, under the answers gate, unless its answers were shown unchanged (it changes
     them, or too few probe pairs showed them unchanged: :attr:`AnswersJudgement.holds_back`);
-    any arm whose pair layer failed in a visit (:attr:`ArmVisit.pair_failed`)."""
+    any arm whose pair layer failed in a visit (:attr:`ArmVisit.pair_failed`). ``better`` when
+    the candidate is faster but held back names the candidate: not kept, and why."""
     value, judged = _asked(keep, result), result.answers
+    if keep == Keep.BETTER and value is None:
+        value = _faster_arm(result)
     if value is None:
         return None
     if value == result.candidate and judged is not None and judged.holds_back:

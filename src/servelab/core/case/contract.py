@@ -1,5 +1,6 @@
 """The case commands' contract: what a revert would do (:class:`RevertPreview`) and did
-(:class:`RevertOutcome`), what a restore did (:class:`RestoreOutcome`). Pure types built by
+(:class:`RevertOutcome`), what a restore did (:class:`RestoreOutcome`) and where a restore
+would be accepted (:class:`RestoreAdvice`). Pure types built by
 :mod:`servelab.ops.case.case`, printed (``--json``) as their encoding plus words
 (``report/case.py``: each check's reason, the ``error`` sentence, a verification that did not
 complete)."""
@@ -18,7 +19,14 @@ from servelab.core.knobs.contract import KnobChange
 from servelab.core.verify.checks import Check
 from servelab.core.verify.contract import VerifyReport
 
-__all__ = ["RestoreOutcome", "RevertOutcome", "RevertPreview", "failed_checks_of"]
+__all__ = [
+    "RestoreAdvice",
+    "RestoreOutcome",
+    "RestoreWhose",
+    "RevertOutcome",
+    "RevertPreview",
+    "failed_checks_of",
+]
 
 
 def failed_checks_of(report: VerifyReport | None) -> list[Check]:
@@ -95,3 +103,26 @@ class RestoreOutcome:
     @property
     def failed_checks(self) -> list[Check]:
         return failed_checks_of(self.verification)
+
+
+@dataclass(frozen=True)
+class RestoreWhose:
+    """One restore plan item's revert as another deployment recorded it: that deployment, named
+    against this one (``other``), and the ``-f`` words of the spec its revert ran with (``()``:
+    the embedded default; None: not recorded)."""
+
+    other: str
+    spec_args: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class RestoreAdvice:
+    """Where a case's restore would be accepted (issue 38: a shared ledger), seen from the
+    deployment ``here`` (its name): per plan item, another deployment's revert (``whose``; None:
+    this one's, or anyone's), and the ``-f`` words a ``restore`` is accepted with (``spec_args``:
+    this spec's when every revert is its own; the other's spec when every revert is that one
+    deployment's and its spec was recorded; None: no one command is accepted)."""
+
+    here: str
+    whose: tuple[RestoreWhose | None, ...]
+    spec_args: tuple[str, ...] | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.core.investigate.slow import Slowdown
+from servelab.core.investigate.slow import Slowdown, SmallBaseline
 from servelab.core.investigate.state import Ending, Side, Stage, SuspectChange
 
 __all__ = [
@@ -51,9 +51,11 @@ class Reproduced:
 
 @dataclass(frozen=True)
 class SlowMeasured:
-    """``--symptom slow``: the reproduction against the baseline (None: no baseline recorded)."""
+    """``--symptom slow``: the reproduction against the baseline (None: no usable baseline
+    recorded; ``skipped``: then the recorded ones too small to compare with)."""
 
     slowdown: Slowdown | None
+    skipped: tuple[SmallBaseline, ...] = ()
 
 
 @dataclass(frozen=True)

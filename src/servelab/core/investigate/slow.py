@@ -20,12 +20,19 @@ confidence; a smaller loss between two benches run at different times is within 
 process on the machine makes, and is not called slower). A bench run is not paired with the
 baseline's runs (they ran at different times), so the A/B's paired analysis does not apply.
 Fewer than two runs on a side: ``inconclusive``, never slower.
+
+**Too small to compare** (:func:`usable`): a recorded bench or A/B with fewer than
+:data:`MIN_BASELINE_RUNS` values at a level (``servelab bench`` runs once per level unless
+``--repeat``), or a bench whose runs measured fewer than :data:`MIN_REQUESTS_PER_SLOT` requests per
+slot at its concurrency (``--requests 1``: one request's speed, not the deployment's throughput),
+is never the baseline: the newest usable one older than it is, and it is named as skipped
+(:class:`SmallBaseline`); with none usable, there is no baseline, and it says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.record import AbRunRecord
@@ -36,16 +43,22 @@ from servelab.core.stats import ratio_interval
 
 __all__ = [
     "EXPERIMENT_LABELS",
+    "MIN_BASELINE_RUNS",
+    "MIN_REQUESTS_PER_SLOT",
     "REPRODUCE_LABEL",
     "REPRODUCE_SEED_OFFSET",
     "SLOWER_BELOW",
     "Baseline",
+    "BaselineSearch",
     "SlowPoint",
     "Slowdown",
+    "SmallBaseline",
     "compare_to_baseline",
     "find_baseline",
     "run_throughput",
     "run_value",
+    "search_baseline",
+    "usable",
 ]
 
 #: The label of the reproduction's bench runs (never a baseline).
@@ -58,7 +71,28 @@ REPRODUCE_SEED_OFFSET = 104_729
 EXPERIMENT_LABELS = ("ab ", "tune", "case ", "investigate", "bisect")
 #: The whole interval of now/baseline below this at a level: slower there (see the docstring).
 SLOWER_BELOW = 0.95
+#: Values at each level a baseline needs: Fieller's interval needs two on a side.
+MIN_BASELINE_RUNS = 2
+#: Measured requests per run a bench baseline needs per slot of its concurrency (every slot
+#: served at least twice: a throughput, not one request's speed).
+MIN_REQUESTS_PER_SLOT = 2
+#: Recorded invocations looked at, newest first, for a usable baseline (a bound on the walk).
+_MAX_LOOKED_AT = 64
 _VERDICTS = {"A>B": Verdict.BETTER, "A<B": Verdict.WORSE, "not significant": Verdict.NO_DIFFERENCE}
+
+
+@dataclass(frozen=True)
+class SmallBaseline:
+    """A recorded bench or A/B too small to compare with (:func:`usable`): its runs, when,
+    the fewest values at one of its levels, and (a bench) its requests per run and largest
+    concurrency (None: unknown, a trace's)."""
+
+    run_ids: tuple[int, ...]
+    at: str
+    runs: int
+    requests: int | None = None
+    concurrency: int | None = None
+    ab_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +106,8 @@ class Baseline:
     throughput: Mapping[int, tuple[float, ...]]
     #: the A/B it was an arm of (None: a bench)
     ab_id: int | None = None
+    #: newer recorded benches or A/Bs passed over: too small to compare with
+    skipped: tuple[SmallBaseline, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -102,6 +138,8 @@ class Slowdown:
     baseline_label: str | None
     points: tuple[SlowPoint, ...]
     baseline_ab_id: int | None = None
+    #: newer recorded benches or A/Bs passed over: too small to compare with
+    skipped: tuple[SmallBaseline, ...] = ()
 
     @property
     def point(self) -> str:
@@ -113,6 +151,14 @@ class Slowdown:
     @property
     def slower(self) -> bool:
         return any(p.verdict == Verdict.WORSE for p in self.points)
+
+    @property
+    def inconclusive(self) -> bool:
+        """Not slower, and some level undecided (or none measured on both): neither slower nor
+        shown not slower."""
+        return not self.slower and (
+            not self.points or any(p.verdict == Verdict.INCONCLUSIVE for p in self.points)
+        )
 
     @property
     def lost(self) -> float:
@@ -151,22 +197,59 @@ def _interrupted(run: BenchRunRecord) -> bool:
     return bool(run.summary.get("interrupted")) or bool(run.summary.get("deadline_hit"))
 
 
+@dataclass(frozen=True)
+class BaselineSearch:
+    """The baseline found (None: none usable recorded) and the newer ones too small to use."""
+
+    found: tuple[Baseline, BenchRunRecord] | None
+    skipped: tuple[SmallBaseline, ...] = ()
+
+
+_Found = tuple[Baseline, BenchRunRecord]
+
+
+def usable(baseline: Baseline, requests: int | None = None) -> SmallBaseline | None:
+    """None when ``baseline`` can be compared with; else what it is, too small (the module
+    docstring): fewer than :data:`MIN_BASELINE_RUNS` values at a level, or fewer than
+    :data:`MIN_REQUESTS_PER_SLOT` ``requests`` per run per slot of its largest level."""
+    runs = min((len(v) for v in baseline.throughput.values()), default=0)
+    top = max(baseline.throughput, default=None)
+    few = requests is not None and top is not None and requests < MIN_REQUESTS_PER_SLOT * top
+    if runs >= MIN_BASELINE_RUNS and not few:
+        return None
+    return SmallBaseline(baseline.run_ids, baseline.at, runs, requests, top, baseline.ab_id)
+
+
+def search_baseline(
+    runs: Sequence[BenchRunRecord], urls: Collection[str], ab_runs: Sequence[AbRunRecord] = ()
+) -> BaselineSearch:
+    """The newest usable recorded bench or A/B of the deployment at ``urls`` and a run of it
+    (its config: the workload), and the newer ones passed over (see the module docstring)."""
+    bench, small = _bench_baseline(runs, urls)
+    ab, small_ab = _ab_baseline(ab_runs, runs, urls)
+    found = max((f for f in (bench, ab) if f), key=lambda f: f[0].at, default=None)
+    newer = [s for s in (*small, *small_ab) if found is None or s.at > found[0].at]
+    skipped = tuple(sorted(newer, key=lambda s: s.at, reverse=True))
+    if found is not None:
+        found = (replace(found[0], skipped=skipped), found[1])
+    return BaselineSearch(found, skipped)
+
+
 def find_baseline(
     runs: Sequence[BenchRunRecord], urls: Collection[str], ab_runs: Sequence[AbRunRecord] = ()
-) -> tuple[Baseline, BenchRunRecord] | None:
-    """The newest recorded bench or A/B of the deployment at ``urls`` and a run of it (its
-    config: the workload; see the module docstring); None: none recorded."""
-    found = [f for f in (_bench_baseline(runs, urls), _ab_baseline(ab_runs, runs, urls)) if f]
-    return max(found, key=lambda f: f[0].at, default=None)
+) -> _Found | None:
+    """:func:`search_baseline`'s baseline (None: none usable recorded)."""
+    return search_baseline(runs, urls, ab_runs).found
 
 
 def _ab_baseline(
     ab_runs: Sequence[AbRunRecord], runs: Sequence[BenchRunRecord], urls: Collection[str]
-) -> tuple[Baseline, BenchRunRecord] | None:
-    """The newest A/B of throughput through the deployment: the arm it left live."""
+) -> tuple[_Found | None, list[SmallBaseline]]:
+    """The newest usable A/B of throughput through the deployment: the arm it left live."""
     wanted = {u.rstrip("/") for u in urls}
     by_id = {r.id: r for r in runs}
-    for ab in sorted(ab_runs, key=lambda a: a.id, reverse=True):
+    small: list[SmallBaseline] = []
+    for ab in sorted(ab_runs, key=lambda a: a.id, reverse=True)[:_MAX_LOOKED_AT]:
         result = ab.result
         left = result.kept if result.kept is not None else result.original
         if ab.config.get("metric", AbMetric.THROUGHPUT) != AbMetric.THROUGHPUT or left not in (
@@ -177,27 +260,47 @@ def _ab_baseline(
         if mine:
             throughput = {c: tuple(v) for c, v in sorted(result.throughput(left).items())}
             label = f"A/B #{ab.id} {ab.service} {ab.knob}={left}"
-            return Baseline(ids, ab.at, label, throughput, ab.id), mine[0]
-    return None
+            baseline = Baseline(ids, ab.at, label, throughput, ab.id)
+            too_small = usable(baseline)
+            if too_small is None:
+                return (baseline, mine[0]), small
+            small.append(too_small)
+    return None, small
 
 
 def _bench_baseline(
     runs: Sequence[BenchRunRecord], urls: Collection[str]
-) -> tuple[Baseline, BenchRunRecord] | None:
+) -> tuple[_Found | None, list[SmallBaseline]]:
+    """The newest usable operator bench of the deployment (one invocation: the newest run and
+    the runs of its config before it), and the newer ones too small."""
     wanted = {u.rstrip("/") for u in urls}
     mine = sorted((r for r in runs if _url(r) in wanted and not _by_experiment(r)),
                   key=lambda r: r.id)  # fmt: skip
-    if not mine:
-        return None
-    newest = mine[-1]
-    kept = [r for r in mine if r.config == newest.config][-_runs_of(newest) :]
+    small: list[SmallBaseline] = []
+    for _ in range(_MAX_LOOKED_AT):
+        if not mine:
+            break
+        newest = mine[-1]
+        kept = [r for r in mine if r.config == newest.config][-_runs_of(newest) :]
+        baseline = _bench_of(kept, newest.label)
+        requests = newest.config.get("requests")
+        too_small = usable(baseline, requests if isinstance(requests, int) else None)
+        if too_small is None:
+            return (baseline, newest), small
+        small.append(too_small)
+        taken = {r.id for r in kept}
+        mine = [r for r in mine if r.id not in taken]
+    return None, small
+
+
+def _bench_of(kept: Sequence[BenchRunRecord], label: str | None) -> Baseline:
     values: dict[int, list[float]] = {}
     for run in kept:
         got = run_throughput(run)
         if got is not None and not _interrupted(run):
             values.setdefault(got[0], []).append(got[1])
     throughput = {c: tuple(v) for c, v in sorted(values.items())}
-    return Baseline(tuple(r.id for r in kept), kept[0].at, newest.label, throughput), newest
+    return Baseline(tuple(r.id for r in kept), kept[0].at, label, throughput)
 
 
 def _runs_of(run: BenchRunRecord) -> int:
@@ -219,4 +322,5 @@ def compare_to_baseline(
         if verdict is Verdict.WORSE and not r.high < SLOWER_BELOW:
             verdict = Verdict.NO_DIFFERENCE
         points.append(SlowPoint(conc, r.ratio, r.low, r.high, str(verdict), len(base), len(cur)))
-    return Slowdown(baseline.run_ids, baseline.at, baseline.label, tuple(points), baseline.ab_id)
+    return Slowdown(baseline.run_ids, baseline.at, baseline.label, tuple(points), baseline.ab_id,
+                    baseline.skipped)  # fmt: skip

@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar
 
 from servelab.core.case.record import CaseEvent
 from servelab.core.case.revert import ConcurrencyCost
-from servelab.core.investigate.slow import Slowdown
+from servelab.core.investigate.slow import Slowdown, SmallBaseline
 from servelab.core.ledger.codec import OMITTED_IF_NONE, decode
 
 __all__ = [
@@ -65,7 +65,8 @@ class Ending(StrEnum):
     RESOLVED = "resolved"  # the case resolved with the experiments' verdicts
     NOT_REPRODUCED = "not_reproduced"  # the symptom's test passed: nothing to chase
     UNEXPLAINED = "unexplained"  # reproduced and localized, but no suspect was convicted
-    NO_BASELINE = "no_baseline"  # --symptom slow with no recorded bench to compare against
+    NO_BASELINE = "no_baseline"  # --symptom slow with no usable recorded bench to compare against
+    INCONCLUSIVE = "inconclusive"  # --symptom slow: the comparison with the baseline undecided
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,8 @@ class InvestigationState:
     elapsed_s: float = 0.0
     #: ``--symptom slow``: the reproduction against the last recorded baseline
     slowdown: Annotated[Slowdown | None, OMITTED_IF_NONE] = None
+    #: ``--symptom slow`` with no usable baseline: the recorded ones too small to compare with
+    small_baselines: Annotated[tuple[SmallBaseline, ...] | None, OMITTED_IF_NONE] = None
 
     def outcome_of(self, target: str) -> str | None:
         """The newest verdict on ``target`` (None: not decided yet)."""

@@ -86,7 +86,8 @@ class SoakConfig:
     localize: bool = True
     check_determinism: bool = True
     #: Greedy answer probes sent at C1 before the sessions and again under load (0: none), and
-    #: the deployment whose references (verify's, in the ledger) they are compared with.
+    #: the deployment whose references (verify's, in the ledger) they are compared with (its
+    #: router's mark, :func:`servelab.ops.verify.answers.answers_owner`; a bare name: older).
     answer_probes: int = 3
     answers_from: Annotated[str | None, OMITTED_IF_NONE] = None
     #: Warm the engines (and record whether they were cold) before measuring.

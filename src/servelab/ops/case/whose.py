@@ -30,14 +30,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from servelab.core.case.bisect import Change
-from servelab.core.case.contract import RevertPreview
+from servelab.core.case.contract import RestoreAdvice, RestoreWhose, RevertPreview
 from servelab.core.case.model import Case, RestoreItem, RevertEvent
 from servelab.core.case.probe import BisectRecord
 from servelab.core.ledger.codec import decode
 from servelab.errors import CaseError
 from servelab.io.hosts.ownrecord import made_by, named_deployment, same_deployment
 from servelab.io.hosts.processes import spec_mark
-from servelab.io.specfile import EMBEDDED
+from servelab.io.specfile import EMBEDDED, LoadedSpec
 from servelab.ops.context import Operation
 from servelab.ops.knob import get_knob, knob_owner
 
@@ -46,6 +46,7 @@ __all__ = [
     "refuse_anothers_bisect",
     "refuse_anothers_restore",
     "refuse_anothers_revert",
+    "restore_advice",
 ]
 
 
@@ -68,13 +69,35 @@ def _with(deployment: str, spec: str | None, command: str) -> str:
     return f"{command} it with -f {spec}"
 
 
-def _others(op: Operation, case: Case, ids: Sequence[int]) -> str | None:
+def _others(op: Operation | LoadedSpec, case: Case, ids: Sequence[int]) -> str | None:
     """Another deployment than ``op``'s that recorded one of the changes ``ids``, if any: its
     name, with its service's address when the name is this one's too (two specs of one name)."""
-    found = ((c.deployment, knob_owner(op.spec, c.service)) for c in case.changes if c.id in ids)
+    spec = op.spec
+    found = ((c.deployment, knob_owner(spec, c.service)) for c in case.changes if c.id in ids)
     names = sorted({named_deployment(rec, ours) for rec, ours in found
                     if rec is not None and not made_by(rec, ours)})  # fmt: skip
     return names[0] if names else None
+
+
+def restore_advice(loaded: LoadedSpec, case: Case, plan: Sequence[RestoreItem]) -> RestoreAdvice:
+    """Where ``case``'s restore (``plan``) would be accepted, seen from ``loaded``: the checks
+    :func:`refuse_anothers_restore` makes first, without reading a file (a revert recorded
+    before changes named their deployment is this one's here: its file is read at restore)."""
+    whose = tuple(
+        None if (other := _others(loaded, case, item.change_ids)) is None
+        else RestoreWhose(other, _args(_spec_of(case, item.change_ids)))
+        for item in plan
+    )  # fmt: skip
+    theirs = {w for w in whose if w is not None}
+    if not theirs:
+        return RestoreAdvice(loaded.spec.name, whose, loaded.spec_args)
+    one = len(theirs) == 1 and None not in whose
+    return RestoreAdvice(loaded.spec.name, whose, next(iter(theirs)).spec_args if one else None)
+
+
+def _args(spec: str | None) -> tuple[str, ...] | None:
+    """A recorded spec file as ``-f`` words (``()``: the embedded default; None: unknown)."""
+    return None if spec is None else () if spec == EMBEDDED else ("-f", spec)
 
 
 async def refuse_anothers_restore(

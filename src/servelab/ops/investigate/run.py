@@ -205,7 +205,7 @@ async def investigate(
 
 
 #: Endings with nothing to chase: the case this run opened is resolved with them.
-_NOTHING_TO_CHASE = frozenset({Ending.NOT_REPRODUCED, Ending.NO_BASELINE})
+_NOTHING_TO_CHASE = frozenset({Ending.NOT_REPRODUCED, Ending.NO_BASELINE, Ending.INCONCLUSIVE})
 
 
 def _close_unreproduced(run: _Run, state: InvestigationState) -> None:
@@ -313,13 +313,16 @@ def _decided(run: _Run, state: InvestigationState, decided: list[Decided]) -> In
 
 async def _reproduce_slow(run: _Run, state: InvestigationState) -> InvestigationState:
     got = await reproduce_slow(run.op, run.ledger, state.case_id)
-    run.tell(SlowMeasured(got.slowdown))
+    run.tell(SlowMeasured(got.slowdown, got.skipped))
     if got.slowdown is None:
-        return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NO_BASELINE)
+        return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NO_BASELINE,
+                                   small_baselines=got.skipped or None)  # fmt: skip
     slower, s = got.slowdown.slower, got.slowdown
     state = dataclasses.replace(state, reproduced=slower, run_ids=got.run_ids, slowdown=s)
     if run.cfg.since is None:  # the good point is the baseline: the changes since it are suspects
         state = dataclasses.replace(state, since=s.point, since_at=s.baseline_at)
+    if s.inconclusive:  # neither slower nor shown not slower: never "did not reproduce"
+        return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.INCONCLUSIVE)
     if not slower:
         return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NOT_REPRODUCED)
     return dataclasses.replace(state, stage=Stage.LOCALIZE)

@@ -1,8 +1,9 @@
 """``investigate --symptom slow``: reproduce against the last recorded baseline, and test each
 recorded change by an A/B of its two values.
 
-Reproduce (:func:`reproduce_slow`): the newest ``servelab bench`` or ``ab`` of the deployment
-(:func:`servelab.core.investigate.slow.find_baseline`) is run again with its own config (at least
+Reproduce (:func:`reproduce_slow`): the newest usable ``servelab bench`` or ``ab`` of the
+deployment (:func:`servelab.core.investigate.slow.search_baseline`: one too small to compare with
+is passed over and named) is run again with its own config (at least
 two runs per concurrency, so the interval exists), recorded and attached to the case, and compared
 with it (:func:`servelab.core.investigate.slow.compare_to_baseline`). Decide (:func:`slow_test`):
 ``ab`` (:func:`servelab.ops.ab.ab.run_ab`) of the suspected value against the good one on that
@@ -24,11 +25,12 @@ from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.investigate.slow import (
     REPRODUCE_LABEL,
     REPRODUCE_SEED_OFFSET,
-    Baseline,
+    BaselineSearch,
     Slowdown,
+    SmallBaseline,
     compare_to_baseline,
-    find_baseline,
     run_value,
+    search_baseline,
 )
 from servelab.core.investigate.state import Decided, SuspectChange
 from servelab.core.ledger.codec import decode, encode
@@ -53,10 +55,12 @@ TRACE_HINT = (
 
 @dataclass(frozen=True)
 class SlowReproduction:
-    """The comparison with the baseline (None: no baseline recorded) and the runs it made."""
+    """The comparison with the baseline (None: no usable baseline recorded), the runs it made,
+    and the recorded benches too small to compare with (passed over, or all there was)."""
 
     slowdown: Slowdown | None
     run_ids: tuple[int, ...] = ()
+    skipped: tuple[SmallBaseline, ...] = ()
 
 
 def _bench_of(run: BenchRunRecord, levels: tuple[int, ...], runs: int) -> BenchConfig:
@@ -77,26 +81,26 @@ def baseline_bench(ledger: Ledger, slowdown: Slowdown) -> BenchConfig:
     return _bench_of(run, tuple(p.concurrency for p in slowdown.points), runs)
 
 
-def _baseline(op: Operation, ledger: Ledger) -> tuple[Baseline, BenchRunRecord] | None:
+def _baseline(op: Operation, ledger: Ledger) -> BaselineSearch:
     targets = spec_targets(op)
     urls = [u for u in (targets.entry_url, targets.router_url) if u is not None]
-    return find_baseline(ledger.list(BenchRunRecord), urls, ledger.list(AbRunRecord))
+    return search_baseline(ledger.list(BenchRunRecord), urls, ledger.list(AbRunRecord))
 
 
 def check_baseline(op: Operation, ledger: Ledger) -> None:
     """Before a case is opened: the baseline's rows read and its workload (its trace) can run
     here (a :class:`~servelab.errors.DamagedRow`, a trace not found: raised)."""
-    found = _baseline(op, ledger)
+    found = _baseline(op, ledger).found
     if found is not None:
         _bench_of(found[1], (), 2)
 
 
 async def reproduce_slow(op: Operation, ledger: Ledger, case_id: int) -> SlowReproduction:
     """The baseline's bench run again, recorded and attached to the case, and compared."""
-    found = _baseline(op, ledger)
-    if found is None:
-        return SlowReproduction(None)
-    baseline, newest = found
+    search = _baseline(op, ledger)
+    if search.found is None:
+        return SlowReproduction(None, skipped=search.skipped)
+    baseline, newest = search.found
     bench = _bench_of(newest, tuple(baseline.throughput), baseline.runs)
     result = await run_bench(bench, ledger=ledger)
     now: dict[int, list[float]] = {}
