@@ -96,12 +96,19 @@ def test_up_beside_an_empty_router_is_not_refused_and_says_it_cannot_tell(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "workers",
+    [None, b"\xef\xbb\xbf\xff\x00" * 4096, b'{"workers": [' + b"1e308," * 100_000 + b"0]}"],
+    ids=["404", "binary-with-bom", "huge-not-a-list-of-workers"],
+)
 def test_a_router_whose_worker_list_cannot_be_read_is_not_said_already_up(
-    tmp_path: Path,
+    tmp_path: Path, workers: bytes | None
 ) -> None:
     served = tmp_path / "served"
     served.mkdir()
-    (served / "health").write_text("OK")  # GET /health 200; GET /workers 404
+    (served / "health").write_text("OK")  # GET /health 200; GET /workers 404, or these bytes
+    if workers is not None:
+        (served / "workers").write_bytes(workers)
     with http_server({}, cwd=served) as (port, proc):
         ports = replace(PdPorts.free(proxy=False), router=port)
         spec = _spec(tmp_path / "zeta", ports)
