@@ -82,12 +82,14 @@ def _not_as_left(r: NotAsLeft) -> str:
 
 
 def _of_deployment(mark: str) -> str:
-    """``<deployment>/<service>@<address>`` as words: ``service@address of deployment NAME``
-    (control characters escaped, cut to :data:`_MARK_CHARS`)."""
+    """``<deployment>/<service>@<address>#<place>`` as words: ``service@address of deployment
+    NAME`` (its state folder's place left out; control characters escaped, cut to
+    :data:`_MARK_CHARS`)."""
     if len(mark) > _MARK_CHARS:
         mark = mark[:_MARK_CHARS] + "…"
     shown = printable(mark)
     name, _, service = shown.rpartition("/")
+    service = service.partition("#")[0]
     return f"{service} of deployment {name}" if name else f"marked {shown}"
 
 

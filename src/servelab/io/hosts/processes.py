@@ -181,10 +181,10 @@ def service_mark(
     return mark if address is None or place is None else f"{mark}#{place}"
 
 
-def state_place(state_dir: str, local: bool) -> str:
-    """Eight hex digits naming a state folder in marks: a digest of its real path (links
-    resolved) on this machine, or of its path on a service's SSH host."""
-    path = os.path.realpath(state_dir) if local else state_dir
+def state_place(state_dir: str) -> str:
+    """Eight hex digits naming a state folder in marks: a digest of its real path on this machine
+    (links resolved), where the pid records and the lock are, whatever host a service is on."""
+    path = os.path.realpath(state_dir)
     return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
@@ -202,10 +202,8 @@ def service_log(state_dir: str, service: str, at: str | None = None) -> str:
 
 def spec_mark(loaded: LoadedSpec, service: str) -> str:
     """The mark of ``service`` of the loaded spec: its name, the service, the service's host and
-    port, and its state folder on that host."""
-    spec = loaded.spec
-    local = spec.hosts[spec.service(service).host].is_local
-    place = state_place(loaded.state_dir_on(local), local)
+    port, and its state folder (:func:`state_place`)."""
+    spec, place = loaded.spec, state_place(str(loaded.state_dir))
     return service_mark(spec.name, service, spec_address(spec, service), place)
 
 

@@ -48,7 +48,7 @@ def _loaded(target: SpecOrOperation) -> LoadedSpec:
 def journal_owner(target: SpecOrOperation, service: str) -> JournalOwner:
     """This deployment, as a run of its ``service`` (the A/B's; a tune's first knob's) names it."""
     loaded = _loaded(target)
-    return JournalOwner(loaded.spec.name, spec_mark(loaded.spec, service), loaded.source)
+    return JournalOwner(loaded.spec.name, spec_mark(loaded, service), loaded.source)
 
 
 def refuse_anothers_run(
@@ -61,8 +61,9 @@ def refuse_anothers_run(
     owner = read_owner(ledger, kind, run_id)
     if owner is None:
         return False
-    spec = _loaded(target).spec
-    ours = spec_mark(spec, service) if service in spec.services else f"{spec.name}/"
+    loaded = _loaded(target)
+    spec = loaded.spec
+    ours = spec_mark(loaded, service) if service in spec.services else f"{spec.name}/"
     if service in spec.services and same_deployment(owner.mark, ours):
         return True
     whose = named_deployment(owner.mark, ours)

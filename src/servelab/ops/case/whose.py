@@ -79,7 +79,7 @@ def _spec_of(case: Case, change_ids: Sequence[int]) -> SpecToUse:
 def _others(op: Operation, case: Case, ids: Sequence[int]) -> str | None:
     """Another deployment than ``op``'s that recorded one of the changes ``ids``, if any: its
     name, with its service's address when the name is this one's too (two specs of one name)."""
-    found = ((c.deployment, knob_owner(op.spec, c.service)) for c in case.changes if c.id in ids)
+    found = ((c.deployment, knob_owner(op.loaded, c.service)) for c in case.changes if c.id in ids)
     names = sorted({named_deployment(rec, ours) for rec, ours in found
                     if rec is not None and not made_by(rec, ours)})  # fmt: skip
     return names[0] if names else None
@@ -125,7 +125,7 @@ def bisect_owner(op: Operation, changes: Sequence[Change]) -> tuple[str, str, st
     """This deployment as a bisection of ``changes`` names it: the spec's name, the mark of the
     first change's service ("" when the spec has no such service) and the spec file."""
     service = changes[0].service if changes else ""
-    mark = spec_mark(op.spec, service) if service in op.spec.services else ""
+    mark = spec_mark(op.loaded, service) if service in op.spec.services else ""
     return op.spec.name, mark, op.loaded.source
 
 
@@ -134,7 +134,7 @@ async def refuse_anothers_bisect(op: Operation, bisect_id: int, start: BisectRec
     started on another deployment than ``op``'s is resumed (see the module docstring). Reads
     only."""
     service = start.changes[0].service if start.changes else ""
-    here = spec_mark(op.spec, service) if service in op.spec.services else None
+    here = spec_mark(op.loaded, service) if service in op.spec.services else None
     if start.deployment is not None and start.mark is not None:
         if here is not None and same_deployment(start.mark, here):
             return

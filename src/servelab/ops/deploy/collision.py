@@ -31,7 +31,7 @@ async def refuse_foreign(op: Operation, service: str, owner: int) -> None:
     """Raise :class:`~servelab.core.deploy.refusals.PortRefused` when ``owner``, the process
     holding ``service``'s port, carries another deployment's mark."""
     host, port = op.host(service), op.spec.service(service).port
-    other = await others_mark(host, owner, spec_mark(op.spec, service))
+    other = await others_mark(host, owner, spec_mark(op.loaded, service))
     if other is not None:
         raise PortRefused(PortHeld(service, port, host.name, owner, other))
 

@@ -88,7 +88,7 @@ def _log_path(op: Operation, service: str, at: str | None = None) -> str:
 
 
 def _mark(op: Operation, service: str) -> str:
-    return spec_mark(op.spec, service)
+    return spec_mark(op.loaded, service)
 
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
