@@ -11,6 +11,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     ├── SpecError(ValueError)             bad deployment spec: names the file and the field path
     ├── DeployError(RuntimeError)         bring-up, restart or stop went wrong
     │   ├── ServiceStartError             a service's process could not start or exited early
+    │   │   └── PortRefused               up over a port another deployment serves
+    │   │                                 (servelab.core.deploy.refusals: it carries the refusal)
     │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
     │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
     │   ├── RouterApiError                the router's worker API answered otherwise than expected
@@ -28,6 +30,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
     ├── OptionError(ValueError)           a command-line option's text does not parse
+    │   └── RunRefused                    ab/tune --resume of another deployment's run
+    │                                     (servelab.core.deploy.refusals: it carries the refusal)
     ├── UrlError(ValueError)              a typed server URL is not http(s)://HOST[:PORT][/PATH]
     │                                     (servelab.core.urls; an option or a spec field says
     │                                     which)
@@ -40,6 +44,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │       └── DamagedRow                a ledger row (a hand edit) does not read as its record
     ├── BenchError(RuntimeError)          a benchmark or A/B could not run
     ├── CaseError(ValueError)             a case command that does not fit the case's state
+    │   ├── CaseRefused                   restore, revert or bisect --resume of another
+    │   │                                 deployment's case (servelab.core.deploy.refusals)
     │   └── VerdictRefused                verdicts the case's evidence contradicts
     │                                     (servelab.ops.case.case: it carries the refusals)
     ├── MetricsError(ValueError)          a metrics source answered something unreadable

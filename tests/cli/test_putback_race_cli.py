@@ -75,7 +75,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
 
 def _marked(loaded: LoadedSpec, service: str) -> set[int]:
     """The processes carrying ``service``'s mark (servelab launched them)."""
-    mark = f"SERVELAB_SERVICE={spec_mark(loaded.spec, service)}".encode()
+    mark = f"SERVELAB_SERVICE={spec_mark(loaded, service)}".encode()
     found = set()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:

@@ -129,7 +129,7 @@ def test_restore_and_revert_of_a_same_named_deployments_revert_are_refused(
         ledger.add(KnobChangeRecord(id=0, at="2026-12-06T00:00:00Z", service="decode", name=K,
                                     case_id=int(cid), old="100", new="512", reason="again",
                                     deployment=None))  # fmt: skip
-    d2_is = f"servelab@{mark(d2).partition('@')[2]}"
+    d2_is = f"servelab@{mark(d2).partition('@')[2].partition('#')[0]}"
     before = _written(ledger_file)
     refused = run_cli("case", "revert", cid, TARGET, "--yes", "--to", "64", "-f", str(c), *led)
     said = " ".join((refused.stdout + refused.stderr).split())

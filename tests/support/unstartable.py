@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servelab.io.hosts.processes import state_place
 from tests.support import free_ports
 from tests.support.history import K
 
@@ -45,9 +46,10 @@ def same_named(root: Path) -> tuple[Path, Path]:
 
 
 def mark(spec: Path) -> str:
-    """The mark of an :func:`unstartable_spec`'s ``decode``: ``name/decode@local:<port>``."""
+    """The mark of an :func:`unstartable_spec`'s ``decode``: ``name/decode@local:<port>#<place>``
+    (its state folder ``state`` beside it)."""
     text = spec.read_text()
     name = re.search(r'^name = "([^"]+)"', text, re.M)
     port = re.search(r"^url = \"http://127\.0\.0\.1:(\d+)\"", text, re.M)
     assert name is not None and port is not None, text
-    return f"{name[1]}/decode@local:{port[1]}"
+    return f"{name[1]}/decode@local:{port[1]}#{state_place(str(spec.parent / 'state'))}"

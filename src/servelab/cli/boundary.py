@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import uvloop
 
+from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused
 from servelab.core.redaction import clip_long, redact
 from servelab.errors import (
     CaseError,
@@ -40,6 +41,7 @@ from servelab.errors import (
     WorkerListError,
 )
 from servelab.report.jsontext import json_text
+from servelab.report.refusals import refusal_words
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -292,6 +294,8 @@ def _message(exc: BaseException) -> str:
         return _interruption(exc)
     if isinstance(exc, click.ClickException):
         return clip_long(redact(exc.format_message()))
+    if isinstance(exc, (RunRefused, CaseRefused, PortRefused)):  # typed: worded in report/
+        return redact(refusal_words(exc.refusal))
     if isinstance(exc, ServelabError):
         return redact(str(exc))
     if isinstance(exc, OSError) and exc.strerror:

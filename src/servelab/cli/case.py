@@ -232,7 +232,7 @@ def case_revert(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             current = await cases.current_value(op, target)
             preview = cases.revert_preview(
-                ledger, case_id, target, current=current, to=to_value, deployment=op.spec
+                ledger, case_id, target, current=current, to=to_value, deployment=op.loaded
             )
             if not as_json:
                 _print_preview(preview)

@@ -260,7 +260,7 @@ def soak_command(
         knobs=run(live_knobs(loaded)) if loaded is not None else {},
         slo=slo,
         answer_probes=answer_probes,
-        answers_from=answers_owner(loaded.spec) if loaded is not None else None,
+        answers_from=answers_owner(loaded) if loaded is not None else None,
     )
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)

@@ -45,6 +45,7 @@ from servelab.io.hosts.envfiles import (
 from servelab.io.hosts.processes import spec_mark
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.arguments import (
     argument_knob,
     engine_arguments,
@@ -393,17 +394,18 @@ def _record_change(
             reason=reason,
             case_id=case_id,
             backup_path=backup_path,
-            deployment=knob_owner(op.spec, service),
+            deployment=knob_owner(op.loaded, service),
         )
     )
 
 
-def knob_owner(spec: DeploymentSpec, service: str) -> str:
+def knob_owner(loaded: LoadedSpec, service: str) -> str:
     """Who a knob change of ``service`` is, as ``knob_changes.deployment`` records it (issue 38):
     the service's mark (:func:`~servelab.io.hosts.processes.spec_mark`), so two specs of one name
-    sharing a ledger are two deployments; the bare name when ``spec`` has no such service.
+    sharing a ledger are two deployments; the bare name when the spec has no such service.
     Compared with :func:`~servelab.io.hosts.ownrecord.made_by`."""
-    return spec_mark(spec, service) if service in spec.services else spec.name
+    spec = loaded.spec
+    return spec_mark(loaded, service) if service in spec.services else spec.name
 
 
 def check_setting(spec: DeploymentSpec, service: str, name: str, value: str | None) -> str | None:

@@ -54,6 +54,7 @@ from servelab.core.deploy.events import (
     RollingPlanned,
     RollPhaseFailed,
     RollPhaseStarted,
+    RouterUntold,
     ServiceAlreadyUp,
     ServiceFailed,
     ServiceReady,
@@ -84,7 +85,7 @@ from servelab.core.verify.events import (
     ReadingLiveEnv,
     VerifyingLayers,
 )
-from servelab.report.othersrecord import others_words, stale_words
+from servelab.report.othersrecord import others_words, stale_words, untold_words
 from servelab.report.text import arm_value, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
@@ -186,6 +187,8 @@ def _deploy(
             )
         case ServiceAlreadyUp(service=service, pid=pid, by_servelab=True):
             return f"{service}: already up (pid {pid})"
+        case ServiceAlreadyUp(service=service, pid=pid, untold=RouterUntold(missing=missing)):
+            return f"{service}: {untold_words(pid, missing)}"
         case ServiceAlreadyUp(service=service, pid=pid):
             return f"{service}: already up (pid {pid}, not started by servelab)"
         case KnobNotAsFile(service=service, knob=knob, live=live, file=file, fix=fix):

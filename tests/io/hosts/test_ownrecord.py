@@ -13,7 +13,13 @@ from servelab.io.hosts.ownrecord import (
     read_own_record,
     same_deployment,
 )
-from servelab.io.hosts.processes import PidRecord, read_pid_record, write_pid_record
+from servelab.io.hosts.processes import (
+    PidRecord,
+    read_pid_record,
+    service_mark,
+    state_place,
+    write_pid_record,
+)
 
 
 def _record(pid: int, extra: dict[str, object]) -> PidRecord:
@@ -80,3 +86,29 @@ def test_a_ledger_rows_deployment_is_told_by_mark_and_an_older_rows_by_name() ->
     assert named_deployment(d2, c) == "servelab@local:20002"
     assert named_deployment("other/decode@local:20002", c) == "other"
     assert named_deployment("servelab", c) == "servelab"
+
+
+def test_one_name_and_address_in_two_state_folders_are_two_deployments(tmp_path: Path) -> None:
+    """The seventeenth pass, H1: two copies of one spec, each with its own state folder, serving
+    one address: the mark's place (a digest of the state folder) tells them apart; a mark written
+    before marks named the place (same name, service, address) is still this deployment's."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    (tmp_path / "link").symlink_to(one)
+    place = state_place(str(one))
+    assert state_place(str(tmp_path / "link")) == place  # the real path
+    assert state_place(str(two)) != place
+    a = service_mark("servelab", "decode", "local:9", place)
+    b = service_mark("servelab", "decode", "local:9", state_place(str(two)))
+    assert a == f"servelab/decode@local:9#{place}" and len(place) == 8
+    assert same_deployment(a, a) and not same_deployment(b, a) and not same_deployment(a, b)
+    assert not made_by(b, a) and not made_by(a, b)
+    older = "servelab/decode@local:9"
+    assert same_deployment(older, a) and made_by(older, a)
+    assert not same_deployment("servelab/decode@local:8", a)
+    assert not same_deployment("servelab/prefill@local:9", a)
+    assert same_deployment("servelab/decode", a)  # older still: no address
+    assert named_deployment(b, a) == "servelab@local:9 (another state folder)"
+    assert named_deployment(service_mark("servelab", "decode", "local:8", "0" * 8), a) == (
+        "servelab@local:8"
+    )

@@ -24,6 +24,7 @@ __all__ = [
     "RollPhaseFailed",
     "RollPhaseStarted",
     "RollingPlanned",
+    "RouterUntold",
     "ServiceAlreadyUp",
     "ServiceFailed",
     "ServiceReady",
@@ -82,6 +83,15 @@ class ServiceReady:
 
 
 @dataclass(frozen=True)
+class RouterUntold:
+    """Why a ready router this deployment did not start cannot be told whose it is: its worker
+    list cannot be read (``missing`` None), or it lists no worker but this spec's and not yet
+    ``missing`` of them (a router its workers register with later, one empty included)."""
+
+    missing: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class ServiceAlreadyUp:
     """A service already ran and was ready: left alone (``by_servelab``: its pid record's, or
     servelab's by its mark; ``recorded_again``: its lost pid record was written again)."""
@@ -90,6 +100,8 @@ class ServiceAlreadyUp:
     pid: int
     by_servelab: bool
     recorded_again: bool = False
+    #: a router this deployment did not start whose deployment cannot be told (``up``)
+    untold: RouterUntold | None = None
 
 
 @dataclass(frozen=True)

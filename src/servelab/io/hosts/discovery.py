@@ -105,7 +105,7 @@ async def daemon_reload(host: Host) -> None:
 
 async def _from_record(loaded: LoadedSpec, service: str, host: Host) -> ProcessRef | None:
     record = (
-        await read_own_record(host, loaded.state_dir, service, spec_mark(loaded.spec, service))
+        await read_own_record(host, loaded.state_dir, service, spec_mark(loaded, service))
     ).record
     if record is None or not await is_alive(host, record):
         return None
@@ -130,7 +130,7 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
     owner = await host.listening_pid(svc.port)
     if owner is not None:
         logs = await service_logs(loaded, service, host)
-        if await launched_here(host, owner, spec_mark(loaded.spec, service), logs):
+        if await launched_here(host, owner, spec_mark(loaded, service), logs):
             return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
         return ProcessRef(owner, f"owner of port {svc.port}")
     return ProcessRef(None, "no pid record, unit or listener")
@@ -154,7 +154,7 @@ async def service_logs(loaded: LoadedSpec, service: str, host: Host) -> tuple[st
     log is that deployment's)."""
     state_dir = loaded.state_dir_on(host.is_local)
     at = spec_address(loaded.spec, service)
-    mark = spec_mark(loaded.spec, service)
+    mark = spec_mark(loaded, service)
     taken = await others_places(host, loaded.state_dir, service, mark)
     return tuple(
         service_log(state_dir, service, place) for place in (None, at) if place not in taken

@@ -81,12 +81,17 @@ async def record_deployment(host: Host, record: PidRecord) -> str | None:
 
 def same_deployment(found: str | None, mark: str) -> bool:
     """Whether mark ``found`` is ``mark``'s deployment: the same mark, or an older servelab's mark
-    (without the service's address) of the same deployment name."""
+    of the same deployment name: one without the state folder's place (same address), or one
+    without the address either (same service)."""
     if found is None or found == mark:
         return found is not None
     name, _, service = found.rpartition("/")
     ours, _, own_service = mark.rpartition("/")
-    return "@" not in service and (name, service) == (ours, own_service.partition("@")[0])
+    if name != ours:
+        return False
+    if "#" not in service and "@" in service:  # an older mark: no state folder
+        return service == own_service.partition("#")[0]
+    return "@" not in service and service == own_service.partition("@")[0]
 
 
 def made_by(recorded: str | None, ours: str | None) -> bool:
@@ -103,11 +108,14 @@ def made_by(recorded: str | None, ours: str | None) -> bool:
 
 def named_deployment(found: str, mark: str) -> str:
     """How another deployment is named: its name, with its service's address when the name is
-    this deployment's own too (two specs of one name)."""
+    this deployment's own too (two specs of one name), and "another state folder" when that
+    address is this one's too."""
     name = _deployment(found) or found
     if name != _deployment(mark):
         return name
-    address = found.rpartition("/")[2].partition("@")[2]
+    address = _address(found)
+    if address and address == _address(mark):  # one name, one address: another state folder
+        return f"{name}@{address} (another state folder)"
     return f"{name}@{address}" if address else name
 
 
@@ -157,7 +165,8 @@ async def others_places(host: Host, state_dir: Path, service: str, mark: str) ->
 
 
 def _address(mark: str) -> str | None:
-    return mark.rpartition("/")[2].partition("@")[2] or None
+    """The address a mark names (``<host>:<port>``, without its state folder's place)."""
+    return mark.rpartition("/")[2].partition("@")[2].partition("#")[0] or None
 
 
 async def record_place(host: Host, state_dir: Path, service: str, mark: str) -> str | None:

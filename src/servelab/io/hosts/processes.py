@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -42,6 +43,7 @@ from servelab.core.redaction import redact, redact_words
 from servelab.errors import CommandTimeout, HostError, ServiceStartError
 from servelab.io.files import write_atomic
 from servelab.io.hosts.host import Host
+from servelab.io.specfile import LoadedSpec
 
 __all__ = [
     "LAUNCHER",
@@ -63,6 +65,7 @@ __all__ = [
     "spawn",
     "spec_address",
     "spec_mark",
+    "state_place",
     "stop_record",
     "tail",
     "write_pid_record",
@@ -164,12 +167,25 @@ SERVICE_MARK = "SERVELAB_SERVICE"
 MARK_KEY = "mark"
 
 
-def service_mark(deployment: str, service: str, address: str | None = None) -> str:
+def service_mark(
+    deployment: str, service: str, address: str | None = None, place: str | None = None
+) -> str:
     """The value of :data:`SERVICE_MARK` for ``service`` of the deployment named ``deployment``,
-    serving at ``address`` (``<host>:<port>``): ``<deployment>/<service>@<address>``. The address
-    tells apart two specs of one name sharing a state folder (issue 38 H1); a mark without it
-    (``<deployment>/<service>``) is an older servelab's."""
-    return f"{deployment}/{service}" + ("" if address is None else f"@{address}")
+    serving at ``address`` (``<host>:<port>``), its pid records in the state folder ``place``
+    (:func:`state_place`): ``<deployment>/<service>@<address>#<place>``. The address tells apart
+    two specs of one name sharing a state folder (issue 38 H1); the place, two specs of one name
+    and one address with their own state folders (the seventeenth pass, H1: the second adopted
+    the first's process and stopped it). A mark without the place, or without the address too,
+    is an older servelab's."""
+    mark = f"{deployment}/{service}" + ("" if address is None else f"@{address}")
+    return mark if address is None or place is None else f"{mark}#{place}"
+
+
+def state_place(state_dir: str) -> str:
+    """Eight hex digits naming a state folder in marks: a digest of its real path on this machine
+    (links resolved), where the pid records and the lock are, whatever host a service is on."""
+    path = os.path.realpath(state_dir)
+    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
 def spec_address(spec: DeploymentSpec, service: str) -> str:
@@ -184,9 +200,11 @@ def service_log(state_dir: str, service: str, at: str | None = None) -> str:
     return f"{state_dir}/logs/{service if at is None else f'{service}@{at}'}.log"
 
 
-def spec_mark(spec: DeploymentSpec, service: str) -> str:
-    """The mark of ``service`` of ``spec``: its name, the service, the service's host and port."""
-    return service_mark(spec.name, service, spec_address(spec, service))
+def spec_mark(loaded: LoadedSpec, service: str) -> str:
+    """The mark of ``service`` of the loaded spec: its name, the service, the service's host and
+    port, and its state folder (:func:`state_place`)."""
+    spec, place = loaded.spec, state_place(str(loaded.state_dir))
+    return service_mark(spec.name, service, spec_address(spec, service), place)
 
 
 #: Seconds the launcher (``sh -s`` reading :func:`launch_script` on stdin) may take to return.

@@ -49,12 +49,7 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, PutBackEvent, Suspect
-from servelab.core.case.revert import (
-    check_recorded,
-    conviction_test,
-    revert_cost,
-    revert_values,
-)
+from servelab.core.case.revert import check_recorded, conviction_test, revert_cost, revert_values
 from servelab.core.case.verdicts import Override, Refusal, refusals
 from servelab.core.deploy.putback import PutBack
 from servelab.core.deploy.spec import DeploymentSpec
@@ -68,6 +63,7 @@ from servelab.errors import CaseError
 from servelab.io.hosts.ownrecord import made_by
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.case.handedit import knob_history, refuse_hand_edits
 from servelab.ops.case.missing import refuse_missing_env_files
 from servelab.ops.case.whose import refuse_anothers_restore, refuse_anothers_revert
@@ -276,7 +272,7 @@ def revert_preview(
     *,
     current: str | None,
     to: str | None = None,
-    deployment: DeploymentSpec | None = None,
+    deployment: LoadedSpec | None = None,
 ) -> RevertPreview:
     """The revert of ``target`` under an open case in which it is a suspect.
 

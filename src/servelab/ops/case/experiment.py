@@ -183,8 +183,8 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
     service = str(target.service)
     found = await get_knob(op, service, target.name)
     # this deployment's history and reverts (issue 38: another sharing the ledger has its own)
-    recorded = knob_history(ledger, op.spec, service, target.name)
-    ours = knob_owner(op.spec, service)
+    recorded = knob_history(ledger, op.loaded, service, target.name)
+    ours = knob_owner(op.loaded, service)
     mine = [c for c in revert_changes(case) if made_by(c.deployment, ours)]
     suspect, revert = experiment_values(
         mine, recorded, service, target.name, current=found, to=cfg.to

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.redaction import REDACTED, mask
 from servelab.errors import CaseError
 from servelab.io.hosts.ownrecord import made_by
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation
 from servelab.ops.knob import knob_owner, read_knob
 
@@ -24,7 +24,7 @@ __all__ = ["knob_history", "refuse_hand_edits"]
 
 
 def knob_history(
-    ledger: Ledger, deployment: DeploymentSpec, service: str, knob: str
+    ledger: Ledger, deployment: LoadedSpec, service: str, knob: str
 ) -> list[KnobChangeRecord]:
     """The recorded changes of ``service``'s ``knob`` made by the deployment ``deployment``
     (its service's mark, :func:`~servelab.ops.knob.knob_owner`: another spec of the same name
@@ -47,7 +47,7 @@ async def refuse_hand_edits(
     the one servelab last wrote (its newest recorded change), naming the file and the key; a
     knob with no recorded change, or whose recorded value is masked, is not compared."""
     for service, knob in knobs:
-        recorded = knob_history(ledger, op.spec, service, knob)
+        recorded = knob_history(ledger, op.loaded, service, knob)
         if not recorded:
             continue
         last = max(recorded, key=lambda c: c.id)

@@ -22,7 +22,10 @@ knobs put back as found: the bad state, ``now``).
 
 A revert recorded before changes named their deployment cannot be told by its owner: it is
 restored only where the knob's file holds the value the revert left (as its own deployment's
-does), else refused the same way, unless ``--force`` (the caller's hand-edit override).
+does), else refused the same way, unless ``--force`` (the caller's hand-edit override). A
+restore's and a bisection's are one check (:func:`~servelab.ops.ab.owner.not_as_left`, as an
+A/B's). Each refusal is typed (:class:`~servelab.core.deploy.refusals.CaseRefused` carrying what
+was refused), worded in :mod:`servelab.report.refusals`.
 """
 
 from __future__ import annotations
@@ -33,13 +36,21 @@ from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreAdvice, RestoreWhose, RevertPreview
 from servelab.core.case.model import Case, RestoreItem, RevertEvent
 from servelab.core.case.probe import BisectRecord
+from servelab.core.deploy.refusals import (
+    AnothersBisection,
+    AnothersRestore,
+    AnothersRevert,
+    CaseRefused,
+    Recorded,
+    SpecToUse,
+)
 from servelab.core.ledger.codec import decode
-from servelab.errors import CaseError
 from servelab.io.hosts.ownrecord import made_by, named_deployment, same_deployment
 from servelab.io.hosts.processes import spec_mark
 from servelab.io.specfile import EMBEDDED, LoadedSpec
+from servelab.ops.ab.owner import not_as_left
 from servelab.ops.context import Operation
-from servelab.ops.knob import get_knob, knob_owner
+from servelab.ops.knob import knob_owner
 
 __all__ = [
     "bisect_owner",
@@ -50,30 +61,27 @@ __all__ = [
 ]
 
 
-def _spec_of(case: Case, change_ids: Sequence[int]) -> str | None:
+def _spec(spec: str | None) -> SpecToUse:
+    """The spec a revert or bisection recorded (None: none recorded)."""
+    return SpecToUse(spec, embedded=spec == EMBEDDED)
+
+
+def _spec_of(case: Case, change_ids: Sequence[int]) -> SpecToUse:
     """The spec file the revert of one of ``change_ids`` ran with, if its event names one."""
     for event in case.events:
         if event.kind != "revert":
             continue
         revert = decode(RevertEvent, event.detail)
         if revert.change_id in change_ids and revert.spec:
-            return revert.spec
-    return None
-
-
-def _with(deployment: str, spec: str | None, command: str) -> str:
-    if spec is None:
-        return f"{command} it with -f the spec of {deployment}"
-    if spec == EMBEDDED:
-        return f"{command} it without -f, where no servelab.toml is (the embedded default spec)"
-    return f"{command} it with -f {spec}"
+            return _spec(revert.spec)
+    return _spec(None)
 
 
 def _others(op: Operation | LoadedSpec, case: Case, ids: Sequence[int]) -> str | None:
     """Another deployment than ``op``'s that recorded one of the changes ``ids``, if any: its
     name, with its service's address when the name is this one's too (two specs of one name)."""
-    spec = op.spec
-    found = ((c.deployment, knob_owner(spec, c.service)) for c in case.changes if c.id in ids)
+    loaded = op if isinstance(op, LoadedSpec) else op.loaded
+    found = ((c.deployment, knob_owner(loaded, c.service)) for c in case.changes if c.id in ids)
     names = sorted({named_deployment(rec, ours) for rec, ours in found
                     if rec is not None and not made_by(rec, ours)})  # fmt: skip
     return names[0] if names else None
@@ -95,93 +103,69 @@ def restore_advice(loaded: LoadedSpec, case: Case, plan: Sequence[RestoreItem]) 
     return RestoreAdvice(loaded.spec.name, whose, next(iter(theirs)).spec_args if one else None)
 
 
-def _args(spec: str | None) -> tuple[str, ...] | None:
+def _args(spec: SpecToUse) -> tuple[str, ...] | None:
     """A recorded spec file as ``-f`` words (``()``: the embedded default; None: unknown)."""
-    return None if spec is None else () if spec == EMBEDDED else ("-f", spec)
+    return () if spec.embedded else None if spec.path is None else ("-f", spec.path)
 
 
 async def refuse_anothers_restore(
     op: Operation, case: Case, plan: Sequence[RestoreItem], *, force: bool
 ) -> None:
-    """Raise :class:`CaseError` (exit 2) when an item's reverts are another deployment's than
-    ``op``'s, or (unless ``force``) were recorded before changes named their deployment and the
-    file does not hold the value they left. Reads only."""
+    """Raise :class:`~servelab.core.deploy.refusals.CaseRefused` (exit 2) when an item's reverts
+    are another deployment's than ``op``'s, or (unless ``force``) were recorded before changes
+    named their deployment and the file does not hold the value they left. Reads only."""
     for item in plan:
         other = _others(op, case, item.change_ids)
         if other is not None:
             spec = _spec_of(case, item.change_ids)
-            raise CaseError(
-                f"case {case.id}'s revert of {item.target} was {other}'s, not this deployment's "
-                f"({op.spec.name}): restoring here would write {other}'s values into these "
-                f"files; {_with(other, spec, 'restore')}"
-            )
+            raise CaseRefused(AnothersRestore(case.id, item.target, other, op.spec.name, spec))
     if force:
         return
     for item in plan:
         owned = {c.deployment for c in case.changes if c.id in item.change_ids} - {None}
         if owned:
             continue
-        now = await get_knob(op, item.service, item.knob)
-        if now != item.current:
-            shown = "unset" if now is None else now
-            left = "unset" if item.current is None else item.current
-            raise CaseError(
-                f"case {case.id}'s revert of {item.target} was recorded before a change named "
-                f"its deployment, and this deployment's {item.service} {item.knob} is {shown}, "
-                f"not {left} as the revert left it (another deployment's case, or a value "
-                "changed since): restore it with -f the spec it ran with, or give --force"
-            )
+        left = [(item.service, item.knob, item.current)]
+        refused = await not_as_left(op, left, Recorded.REVERT, case.id)
+        if refused is not None:
+            raise CaseRefused(refused)
 
 
 def refuse_anothers_revert(op: Operation, case: Case, preview: RevertPreview) -> None:
-    """Raise :class:`CaseError` (exit 2) when ``case`` already holds another deployment's change
-    of the previewed knob: its reverts are that deployment's, and this one's would mix in."""
+    """Raise :class:`~servelab.core.deploy.refusals.CaseRefused` (exit 2) when ``case`` already
+    holds another deployment's change of the previewed knob: its reverts are that deployment's,
+    and this one's would mix in."""
     service, knob = preview.service, preview.knob
     ids = [c.id for c in case.changes if (c.service, c.name) == (service, knob)]
     other = _others(op, case, ids)
     if other is not None:
-        raise CaseError(
-            f"case {case.id} holds {other}'s revert of knob:{service}/{knob}, not this "
-            f"deployment's ({op.spec.name}); {_with(other, _spec_of(case, ids), 'revert')}, or "
-            "open a case for this deployment"
-        )
+        target = f"knob:{service}/{knob}"
+        spec = _spec_of(case, ids)
+        raise CaseRefused(AnothersRevert(case.id, target, other, op.spec.name, spec))
 
 
 def bisect_owner(op: Operation, changes: Sequence[Change]) -> tuple[str, str, str]:
     """This deployment as a bisection of ``changes`` names it: the spec's name, the mark of the
     first change's service ("" when the spec has no such service) and the spec file."""
     service = changes[0].service if changes else ""
-    mark = spec_mark(op.spec, service) if service in op.spec.services else ""
+    mark = spec_mark(op.loaded, service) if service in op.spec.services else ""
     return op.spec.name, mark, op.loaded.source
 
 
 async def refuse_anothers_bisect(op: Operation, bisect_id: int, start: BisectRecord) -> None:
-    """Raise :class:`CaseError` (exit 2) before a bisection started on another deployment than
-    ``op``'s is resumed (see the module docstring). Reads only."""
-    what = f"case {start.case_id}'s bisection {bisect_id}"
-    tail = "resume it with -f the spec it ran with, or start a new bisection"
+    """Raise :class:`~servelab.core.deploy.refusals.CaseRefused` (exit 2) before a bisection
+    started on another deployment than ``op``'s is resumed (see the module docstring). Reads
+    only."""
     service = start.changes[0].service if start.changes else ""
-    here = spec_mark(op.spec, service) if service in op.spec.services else None
+    here = spec_mark(op.loaded, service) if service in op.spec.services else None
     if start.deployment is not None and start.mark is not None:
         if here is not None and same_deployment(start.mark, here):
             return
-        whose = start.deployment
-        if whose == op.spec.name:
-            address = start.mark.rpartition("/")[2].partition("@")[2]
-            whose = f"{whose}@{address}" if address else whose
-        raise CaseError(
-            f"{what} was started on {whose}, not this deployment ({op.spec.name}): its probes "
-            f"were measured there; {_with(start.deployment, start.spec, 'resume')}"
-        )
-    for change in start.changes:
-        head = f"{what} was recorded before a bisection named its deployment, and"
-        if change.service not in op.spec.services:
-            raise CaseError(f"{head} this deployment has no service {change.service}: {tail}")
-        found = await get_knob(op, change.service, change.knob)
-        if found != change.bad:
-            now = "unset" if found is None else found
-            bad = "unset" if change.bad is None else change.bad
-            raise CaseError(
-                f"{head} this deployment's {change.service} {change.knob} is {now}, not its bad "
-                f"value {bad} (another deployment's bisection, or a value changed since): {tail}"
-            )
+        # a start recorded where its spec lacked the service holds no mark (""): its name then
+        whose = named_deployment(start.mark or start.deployment, here or f"{op.spec.name}/")
+        raise CaseRefused(AnothersBisection(start.case_id, bisect_id, whose, op.spec.name,
+                                            start.deployment, _spec(start.spec)))  # fmt: skip
+    left = [(c.service, c.knob, c.bad) for c in start.changes]
+    refused = await not_as_left(op, left, Recorded.BISECTION, bisect_id, start.case_id)
+    if refused is not None:
+        raise CaseRefused(refused)

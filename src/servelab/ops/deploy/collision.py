@@ -6,56 +6,47 @@ The process holding a service's port that carries ANOTHER deployment's mark
 pid and the port. A router that cannot be told (no mark, or its environment unreadable or written
 over, as the real sglang-router writes over its own) is kept as "already up, not started by
 servelab" (a user's own router the spec points at), unless its worker list, when it can be read,
-lacks this spec's workers: then it serves another set of workers and the step fails.
+lists another's workers and lacks some of this spec's: then it serves another set of workers and
+the step fails. A router listing no worker but this spec's, and not all of them (none: the real
+sglang-router and smg start with no worker, and workers are added later with ``POST /workers``),
+is no proof of another deployment, nor is one whose list cannot be read: it is left up with a
+warning that whose it is cannot be told (:class:`~servelab.core.deploy.events.RouterUntold`). Each
+refusal is typed (:class:`~servelab.core.deploy.refusals.PortRefused`), worded in
+:mod:`servelab.report.refusals`.
 """
 
 from __future__ import annotations
 
-from servelab.core.printable import printable
-from servelab.errors import ServiceStartError
+from servelab.core.deploy.events import RouterUntold
+from servelab.core.deploy.refusals import PortHeld, PortRefused, RouterNotListing
 from servelab.io.hosts.discovery import others_mark
 from servelab.io.hosts.processes import spec_mark
 from servelab.ops.context import Operation
-from servelab.ops.verify.verify import router_missing
+from servelab.ops.verify.verify import router_listing
 
 __all__ = ["refuse_foreign", "refuse_not_listing"]
 
 
-#: Characters of another process's mark quoted at most (the mark is that process's to set).
-_MARK_CHARS = 160
-
-
-def _of_deployment(mark: str) -> str:
-    """``<deployment>/<service>@<address>`` as words: ``service@address of deployment NAME``
-    (control characters escaped, cut to :data:`_MARK_CHARS`)."""
-    if len(mark) > _MARK_CHARS:
-        mark = mark[:_MARK_CHARS] + "…"
-    name, _, service = printable(mark).rpartition("/")
-    return f"{service} of deployment {name}" if name else f"marked {mark}"
-
-
 async def refuse_foreign(op: Operation, service: str, owner: int) -> None:
-    """Raise :class:`~servelab.errors.ServiceStartError` when ``owner``, the process holding
-    ``service``'s port, carries another deployment's mark."""
+    """Raise :class:`~servelab.core.deploy.refusals.PortRefused` when ``owner``, the process
+    holding ``service``'s port, carries another deployment's mark."""
     host, port = op.host(service), op.spec.service(service).port
-    other = await others_mark(host, owner, spec_mark(op.spec, service))
+    other = await others_mark(host, owner, spec_mark(op.loaded, service))
     if other is not None:
-        raise ServiceStartError(
-            f"{service}: port {port} on {host.name} is held by pid {owner}, "
-            f"{_of_deployment(other)}: this spec's port collides with it; not started over it, "
-            "not adopted (give this spec's service another port)"
-        )
+        raise PortRefused(PortHeld(service, port, host.name, owner, other))
 
 
-async def refuse_not_listing(op: Operation, service: str, owner: int) -> None:
-    """Raise :class:`~servelab.errors.ServiceStartError` when ``service``, a router found ready
-    on its port that this deployment did not start, lists its workers readably and this spec's
-    are not all among them."""
-    missing = await router_missing(op, service)
-    if missing:
+async def refuse_not_listing(op: Operation, service: str, owner: int) -> RouterUntold | None:
+    """Raise :class:`~servelab.core.deploy.refusals.PortRefused` when ``service``, a router found
+    ready on its port that this deployment did not start, lists another's workers and not all of
+    this spec's; else why whose it is cannot be told (its list unreadable; or it lists only some
+    of this spec's, or none: a router workers register with later), None when it lists them
+    all."""
+    listing = await router_listing(op, service)
+    if listing is None:
+        return RouterUntold(None)
+    missing, others = listing
+    if missing and others:
         host, port = op.host(service), op.spec.service(service).port
-        raise ServiceStartError(
-            f"{service}: port {port} on {host.name} is held by pid {owner}, a router not started "
-            f"by this deployment that does not list {', '.join(missing)}: this spec's router "
-            "port is another router's; not started over it (give this spec another router port)"
-        )
+        raise PortRefused(RouterNotListing(service, port, host.name, owner, missing))
+    return RouterUntold(missing) if missing else None

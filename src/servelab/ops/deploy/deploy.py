@@ -216,7 +216,7 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
     if shown.alive:
         shown.pid_source, shown.unrecorded = proc.source, proc.unrecorded
     read = await read_own_record(
-        op.host(service), op.loaded.state_dir, service, spec_mark(op.spec, service)
+        op.host(service), op.loaded.state_dir, service, spec_mark(op.loaded, service)
     )
     if not shown.alive and read.record is not None:  # recorded, but dead: shown as such
         shown.pid, shown.pid_source = read.record.pid, "pid record"

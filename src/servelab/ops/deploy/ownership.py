@@ -25,7 +25,8 @@ async def read_own(op: Operation, service: str) -> tuple[PidRecord | None, Other
     """``service``'s pid record when it is this deployment's (None: none, or another's), and
     another deployment's record found there instead."""
     state_dir = op.loaded.state_dir
-    read = await read_own_record(op.host(service), state_dir, service, spec_mark(op.spec, service))
+    mark = spec_mark(op.loaded, service)
+    read = await read_own_record(op.host(service), state_dir, service, mark)
     if read.other is None or read.other_pid is None:
         return read.record, None
     return None, OthersRecord(read.other, read.other_pid, str(state_dir))
@@ -44,7 +45,7 @@ async def write_own(op: Operation, record: PidRecord) -> Path:
     """Write this deployment's pid record of ``record.service``: ``run/<service>.json``, or aside
     (``run/<service>@<address>.json``) while another deployment's live record holds that."""
     service, state_dir = record.service, op.loaded.state_dir
-    at = await record_place(op.host(service), state_dir, service, spec_mark(op.spec, service))
+    at = await record_place(op.host(service), state_dir, service, spec_mark(op.loaded, service))
     path = write_pid_record(state_dir, record, at)
     if at is None:  # the first place is ours again: a record kept aside is stale
         remove_pid_record(state_dir, service, spec_address(op.spec, service))
@@ -54,6 +55,7 @@ async def write_own(op: Operation, record: PidRecord) -> Path:
 async def forget_own(op: Operation, service: str) -> None:
     """Remove this deployment's pid record of ``service`` (wherever it is kept), never another's."""
     state_dir = op.loaded.state_dir
-    read = await read_own_record(op.host(service), state_dir, service, spec_mark(op.spec, service))
+    mark = spec_mark(op.loaded, service)
+    read = await read_own_record(op.host(service), state_dir, service, mark)
     if read.record is not None:
         remove_pid_record(state_dir, service, read.at)

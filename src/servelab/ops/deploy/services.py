@@ -88,7 +88,7 @@ def _log_path(op: Operation, service: str, at: str | None = None) -> str:
 
 
 def _mark(op: Operation, service: str) -> str:
-    return spec_mark(op.spec, service)
+    return spec_mark(op.loaded, service)
 
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
@@ -429,14 +429,15 @@ async def already_up(op: Operation, service: str) -> Step | None:
         await refuse_foreign(op, service, owner)
     answer = await readiness(op, service)
     if answer.ok:
+        untold = None
         if not ours and svc.role == "router":
-            await refuse_not_listing(op, service, owner)
+            untold = await refuse_not_listing(op, service, owner)
         stat = await proc_stat(host, owner) if ours else None
         if stat is not None:
             why = "port owner launched by servelab; its pid record was lost"
             await write_own(op, _record_of(op, service, stat, why))
         evidence = FoundServing(answer, recorded_again=True if stat is not None else None)
-        op.say(ServiceAlreadyUp(service, owner, by_servelab=ours, recorded_again=ours))
+        op.say(ServiceAlreadyUp(service, owner, ours, recorded_again=ours, untold=untold))
         return Step(service, StepOutcome.ALREADY_UP, owner, 0.0, evidence)
     raise ServiceStartError(
         f"{service}: port {svc.port} on {host.name} is held by pid {owner}, "

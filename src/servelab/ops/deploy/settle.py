@@ -56,7 +56,7 @@ async def _until_free(
         await asyncio.sleep(_POLL_S)
     host = op.host(service)
     logs = await service_logs(op.loaded, service, host)
-    mark = spec_mark(op.spec, service)
+    mark = spec_mark(op.loaded, service)
     ours = owner is not None and await launched_here(host, owner, mark, logs)
     if pid is None and not ours:
         return  # a process without servelab's mark holds the port: the pre-flight names it

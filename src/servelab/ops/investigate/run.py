@@ -390,7 +390,7 @@ async def _revert_convicted(run: _Run, state: InvestigationState) -> Investigati
     for s in live:
         current = await cases.current_value(run.op, s.target)
         preview = cases.revert_preview(run.ledger, state.case_id, s.target, current=current,
-                                       to=s.good, deployment=run.op.spec)  # fmt: skip
+                                       to=s.good, deployment=run.op.loaded)  # fmt: skip
         reverted = await cases.revert(run.op, run.ledger, preview)
         run.outcome.reverts.append(reverted)
         if reverted.ok:

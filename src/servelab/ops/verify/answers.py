@@ -18,12 +18,13 @@ from time import perf_counter
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswerReferences, AnswersConfig, State, state_key
 from servelab.core.answers.probes import Probe, probe_set
-from servelab.core.deploy.spec import DeploymentSpec, spec_hash
+from servelab.core.deploy.spec import spec_hash
 from servelab.core.verify.answers import AnswerProbes, outcome_of, site_of_outcomes
 from servelab.core.verify.checks import Check, CheckCode
 from servelab.io.hosts.processes import spec_mark
 from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.answers.asking import ask_probes
 from servelab.ops.context import Operation
 
@@ -45,12 +46,13 @@ def _key(owner: str, model: str) -> str:
     return "verify-" + state_key(State(f"verify:{owner}", ()), _CONFIG, model)
 
 
-def answers_owner(spec: DeploymentSpec) -> str:
+def answers_owner(loaded: LoadedSpec) -> str:
     """Whose references these are (issue 38): the mark of the deployment's router (else of its
-    entry point), ``name/service@host:port``, as knob changes tell deployments apart
+    entry point), ``name/service@host:port#place``, as knob changes tell deployments apart
     (:func:`~servelab.io.hosts.processes.spec_mark`): two specs of one name sharing a ledger are
     two deployments, each with its own references."""
-    return spec_mark(spec, spec.router_name or spec.entry_point)
+    spec = loaded.spec
+    return spec_mark(loaded, spec.router_name or spec.entry_point)
 
 
 def deployment_references(ledger: Ledger, owner: str, model: str) -> AnswerReferences | None:
@@ -74,7 +76,7 @@ async def answers_check(
     answers = await ask_probes(base, model, probes, timeout_s=timeout_s, fresh=True)
     took = round(perf_counter() - started, 3)
     store = AnswerStore(op.ledger) if op.ledger is not None else None
-    owner = answers_owner(op.spec)
+    owner = answers_owner(op.loaded)
     refs = None if op.ledger is None or rebase else deployment_references(op.ledger, owner, model)
     by_probe = refs.by_probe() if refs is not None else {}
     by_id = {a.probe: a for a in answers}

@@ -69,7 +69,7 @@ from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_te
 from servelab.ops.verify.layers.registry import READERS
 from servelab.ops.verify.longprompt import engine_limits
 
-__all__ = ["LAYERS", "router_missing", "verify"]
+__all__ = ["LAYERS", "router_listing", "verify"]
 
 #: The layers' names, in order (what ``verify --layer`` takes).
 LAYERS: tuple[str, ...] = tuple(layer.value for layer in Layer)
@@ -250,17 +250,21 @@ async def _router_view(op: Operation, base: str, answer: HealthProbe) -> HealthP
     return replace(answer, workers=rows, missing=missing, unknown=stale or None)
 
 
-async def router_missing(op: Operation, service: str) -> tuple[str, ...] | None:
-    """The spec's workers the router ``service`` does not list (empty: it lists them all);
-    None when its worker list cannot be read (another kind of router, a list of another
-    shape, no answer)."""
+async def router_listing(
+    op: Operation, service: str
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """What the router ``service`` lists of the spec's workers: the ones it does not list
+    (empty: it lists them all) and the URLs it lists that are none of the spec's; None when its
+    worker list cannot be read (another kind of router, a list of another shape, no answer)."""
     try:
         base = await op.url(service)
         answer = HealthProbe(op.spec.readiness_path(service), None, 0.0)
         view = await _router_view(op, base, answer)
     except ServelabError:
         return None
-    return None if view.workers_error is not None else (view.missing or ())
+    if view.workers_error is not None:
+        return None
+    return view.missing or (), tuple(w.url for w in view.unknown or ())
 
 
 def _spec_worker(op: Operation, name: str) -> SpecWorker:
