@@ -101,8 +101,8 @@ async def read_config_bytes(host: Host, path: str, *, field: str | None = None) 
     """The raw config file (a service's ``config_file``) at ``path`` on ``host``, at most
     :data:`~servelab.core.knobs.configyaml.MAX_CONFIG_BYTES` (the one bound of its parser: a
     larger file is bad input, :func:`~servelab.core.knobs.configyaml.too_large`); None when it
-    does not exist. A FIFO or a device is bad input too, never read (:func:`unread_refusal`,
-    naming ``field``, the spec's ``services.decode.config_file``)."""
+    does not exist. With ``field`` (the spec's, ``services.decode.config_file``), a FIFO or a
+    device is bad input too, never read (:func:`unread_refusal`)."""
     try:
         return await host.read_file(path, limit=MAX_CONFIG_BYTES)
     except HostError as exc:
@@ -110,7 +110,8 @@ async def read_config_bytes(host: Host, path: str, *, field: str | None = None) 
             return None
         if f"larger than {MAX_CONFIG_BYTES} bytes" in str(exc):
             raise too_large(path) from exc
-        if (refused := unread_refusal(exc, path, field)) is not None:
+        refused = None if field is None else unread_refusal(exc, path, field)
+        if refused is not None:
             raise refused from exc
         raise
 
@@ -125,11 +126,11 @@ def config_field(service: str) -> str:
     return f"services.{service}.config_file"
 
 
-def unread_refusal(exc: HostError, path: str, field: str | None = None) -> UnreadFileError | None:
+def unread_refusal(exc: HostError, path: str, field: str) -> UnreadFileError | None:
     """A service's env or config file refused unread by :meth:`Host.read_file` (an env file over
     :data:`MAX_FILE_BYTES`, a FIFO, a device: locally and over SSH alike) as bad input (exit 2)
-    naming the spec's ``field`` (when known) and the file; None for any other failure (a host
-    unreachable, a permission)."""
+    naming the spec's ``field`` and the file; None for any other failure (a host unreachable, a
+    permission)."""
     said = str(exc)
     if said.endswith(f"larger than {MAX_FILE_BYTES} bytes"):
         why = f"larger than {MAX_FILE_BYTES:,} bytes, the most an env file is read up to"
@@ -137,19 +138,21 @@ def unread_refusal(exc: HostError, path: str, field: str | None = None) -> Unrea
         why = "not a regular file (a FIFO, a device or a directory), never read"
     else:
         return None
-    return UnreadFileError(f"{path} ({field}): {why}" if field else f"{path}: {why}")
+    return UnreadFileError(f"{path} ({field}): {why}")
 
 
 async def read_env_bytes(host: Host, path: str, *, field: str | None = None) -> bytes | None:
     """The raw env (or config) file at ``path`` on ``host``, at most :data:`MAX_FILE_BYTES`;
-    None when it does not exist. One too large or not a regular file is a :class:`KnobError`
-    naming the file and ``field`` (the spec's, ``services.decode.env_file``; exit 2)."""
+    None when it does not exist. With ``field`` (the spec's, ``services.decode.env_file``), one
+    too large or not a regular file is an :class:`UnreadFileError` naming it and the file (exit
+    2)."""
     try:
         return await host.read_file(path, limit=MAX_FILE_BYTES)
     except HostError as exc:
         if not await host.exists(path):
             return None
-        if (refused := unread_refusal(exc, path, field)) is not None:
+        refused = None if field is None else unread_refusal(exc, path, field)
+        if refused is not None:
             raise refused from exc
         raise
 
