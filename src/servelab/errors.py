@@ -29,6 +29,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
+    │   └── UnreadFileError               an env/config file never read (FIFO, device, too large)
     ├── OptionError(ValueError)           a command-line option's text does not parse
     │   └── RunRefused                    ab/tune --resume of another deployment's run
     │                                     (servelab.core.deploy.refusals: it carries the refusal)
@@ -94,6 +95,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "TraceError",
+    "UnreadFileError",
     "UrlError",
     "WorkerListError",
 ]
@@ -156,6 +158,11 @@ class SSHError(HostError, ConnectionError):
 
 class KnobError(ServelabError, ValueError):
     """An unknown service or knob, or an env file line that does not parse."""
+
+
+class UnreadFileError(KnobError):
+    """A service's env or config file refused unread (a FIFO, a device, one too large): bad
+    input for every command, ``verify`` too (never a failed check)."""
 
 
 class OptionError(ServelabError, ValueError):

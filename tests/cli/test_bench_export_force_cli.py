@@ -78,3 +78,40 @@ def test_force_without_export_is_a_usage_error(tmp_path: Path) -> None:
     done = run_cli("bench", "--url", "http://127.0.0.1:9", "--force", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "--force goes with --export DIR" in done.stderr
+
+
+@pytest.mark.parametrize("name", ["records.jsonl", "summary.md"])
+async def test_a_link_to_a_folder_in_the_export_is_refused_before_any_load(
+    tmp_path: Path, name: str
+) -> None:
+    """The sixteenth pass (issue 38): ``bench --export DIR --force`` with ``DIR/records.jsonl``
+    a link to a folder passed the check, ran the whole load, wrote the files before it, and
+    then failed (exit 1): refused before any load, exit 2, naming the link; nothing written."""
+    out, folder = tmp_path / "out", tmp_path / "folder"
+    out.mkdir()
+    folder.mkdir()
+    link = out / name
+    link.symlink_to(folder)
+    app = streaming_app(gap_s=0.001)
+    async with served(app) as url:
+        code, _, err = await _bench(url, tmp_path, "--force")
+    assert code == 2, err
+    assert f"cannot write {link}: it is a symbolic link (to {folder}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert app[SEEN].streams == 0
+    assert sorted(p.name for p in out.iterdir()) == [name] and link.is_symlink()
+    assert list(folder.iterdir()) == []
+
+
+async def test_a_folder_where_an_export_file_goes_is_refused_before_any_load(
+    tmp_path: Path,
+) -> None:
+    """The same with ``DIR/result.json`` a folder itself: exit 2 before any load, naming it."""
+    out = tmp_path / "out"
+    (out / "result.json").mkdir(parents=True)
+    app = streaming_app(gap_s=0.001)
+    async with served(app) as url:
+        code, _, err = await _bench(url, tmp_path, "--force")
+    assert code == 2, err
+    assert f"cannot write {out / 'result.json'}: it is a directory" in err
+    assert app[SEEN].streams == 0 and sorted(p.name for p in out.iterdir()) == ["result.json"]

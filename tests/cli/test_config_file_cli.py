@@ -199,3 +199,25 @@ def test_a_rollback_puts_back_the_files_the_running_decode_was_started_from(
         env_file.write_bytes(env_before)
         dep.yaml.write_bytes(GOOD)
         assert dep.cli("restart", "decode", "--no-verify").returncode == 0
+
+
+def test_knob_set_refuses_a_complex_key_naming_the_file_and_the_key(tmp_path: Path) -> None:
+    """The sixteenth pass (issue 38): ``knob set`` on ``? max-running-requests`` then ``: 32``
+    left it and added a second ``max-running-requests: 48`` (exit 0); refused, exit 2, naming
+    the file and the key, the file as it was."""
+    spec = write_pd_spec(tmp_path, knobs=(MRR,), knob=None)
+    spec.write_text(spec.read_text().replace(
+        'depends_on = ["prefill"]\n', 'depends_on = ["prefill"]\nconfig_file = "decode.yaml"\n', 1
+    ))  # fmt: skip
+    complex_key = b"# decode\n? max-running-requests\n: 32\n"
+    (tmp_path / "decode.yaml").write_bytes(complex_key)
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    done = run_cli("knob", "set", "decode", "-f", str(spec), "--", f"{MRR}=48", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{tmp_path / 'decode.yaml'}:2: max-running-requests is written in a YAML form" in (
+        done.stderr
+    )
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "decode.yaml").read_bytes() == complex_key
+    got = run_cli("knob", "get", "decode", "-f", str(spec), "--json", "--", MRR, env=env)
+    assert got.returncode == 0 and json.loads(got.stdout)["value"] == "32", got.stdout

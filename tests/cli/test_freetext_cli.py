@@ -49,6 +49,26 @@ def test_a_note_is_stored_whole_its_secret_masked_on_its_own_line(tmp_path: Path
     assert "second line stays?" in shown.stdout and "abc123XYZ" not in shown.stdout
 
 
+def test_a_secret_after_a_bare_secret_word_or_as_a_keys_value_is_stored_masked(
+    tmp_path: Path,
+) -> None:
+    """The sixteenth hostile pass: ``--note "secret abc123..."`` (no ``:`` or ``=``) and
+    ``--note "foo: token=..."`` (a secret key as an ordinary key's whole value) were stored and
+    shown whole; the prose around them stays."""
+    ledger = tmp_path / "ledger.db"
+    assert run_cli("case", "open", "--ledger", str(ledger), "leak").returncode == 0
+    for note in ("secret Bare9PLANTEDabc123", "foo: token=Keyed9PLANTED456",
+                 "the secret sauce is garlic"):  # fmt: skip
+        done = run_cli("case", "evidence", "1", "--note", note, "--ledger", str(ledger))
+        assert done.returncode == 0, done.stderr
+    with sqlite3.connect(ledger) as db:
+        stored = [row[0] for row in db.execute("SELECT note FROM case_evidence ORDER BY id")]
+    assert stored == ["secret ***", "foo: token=***", "the secret sauce is garlic"]
+    shown = run_cli("case", "show", "1", "--ledger", str(ledger), "--json")
+    assert shown.returncode == 0 and "PLANTED" not in shown.stdout, shown.stdout
+    assert "PLANTED" not in ledger.read_bytes().decode("utf-8", "replace")
+
+
 def test_a_title_over_the_bound_is_a_usage_error(tmp_path: Path) -> None:
     done = run_cli("case", "open", "--ledger", str(tmp_path / "l.db"), "a" * 100_000)
     assert done.returncode == 2 and "100,000 characters: at most 1,000" in done.stderr

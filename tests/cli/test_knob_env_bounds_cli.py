@@ -61,3 +61,47 @@ def test_an_argument_knob_read_from_a_fifo_env_file_is_exit_2(tmp_path: Path) ->
         done = run_cli("knob", *argv, "-f", str(spec), "--", knob, timeout=60)
         assert done.returncode == 2, (argv, done.stdout, done.stderr)
         assert f"{env_file} (services.decode.env_file): not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_every_other_reader_of_an_env_file_refused_unread_is_exit_2(
+    tmp_path: Path, kind: str
+) -> None:
+    """The sixteenth pass (issue 38): verify's file layer, ``up``, ``restart`` and ``restart
+    --rollback`` (their pre-flight, the copies a rollback keeps) said "cannot read ...: not a
+    regular file", exit 1 (verify: a failed check); now bad input, exit 2, naming the field and
+    the file, nothing started, the FIFO never waited on."""
+    spec, path = _spec(tmp_path, kind)
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    said = f"{path} (services.decode.env_file): not a regular file"
+    for argv in (["verify"], ["verify", "--layer", "config"], ["up"], ["restart", "decode"],
+                 ["restart", "decode", "--rollback"]):  # fmt: skip
+        done = run_cli(*argv, "-f", str(spec), env=env, timeout=60)
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert said in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "state" / "backups").exists() or not any(
+        (tmp_path / "state" / "backups").rglob("*.pre-restart-*")
+    )
+
+
+def test_a_fifo_config_file_is_exit_2_naming_its_field(tmp_path: Path) -> None:
+    """The same of a ``config_file``: ``knob get|set|diff`` of an argument knob, ``up``,
+    ``restart --rollback`` and ``verify`` said "local: cannot read ...", exit 1."""
+    mrr = "--max-running-requests"
+    spec = write_pd_spec(tmp_path, knobs=(mrr,), knob=None)
+    spec.write_text(spec.read_text().replace(
+        'depends_on = ["prefill"]\n', 'depends_on = ["prefill"]\nconfig_file = "decode.yaml"\n', 1
+    ))  # fmt: skip
+    os.mkfifo(tmp_path / "decode.yaml")
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    said = f"{tmp_path / 'decode.yaml'} (services.decode.config_file): not a regular file"
+    runs = ((["knob", "get", "decode"], [mrr]), (["knob", "set", "decode"], [f"{mrr}=8"]),
+            (["knob", "diff", "decode"], [mrr]), (["up"], []),
+            (["restart", "decode", "--rollback"], []), (["verify"], []))  # fmt: skip
+    for argv, tail in runs:
+        done = run_cli(*argv, "-f", str(spec), *(["--", *tail] if tail else []), env=env,
+                       timeout=60)  # fmt: skip
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert said in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.load.tracegen import MAX_GENERATED_REQUESTS
+from servelab.core.load.tracegen import MAX_GENERATED_HASH_IDS, MAX_GENERATED_REQUESTS
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
+from tests.support.tmpfs import tmpfs
 
 KEPT = b"an earlier file the user keeps\n"
 
@@ -93,3 +94,41 @@ def test_init_to_standard_output_with_json_is_refused_before_anything_is_read() 
         done.stderr
     )
     assert json.loads(done.stdout)["ok"] is False  # standard output: one JSON document, no TOML
+
+
+@pytest.mark.parametrize(
+    ("args", "requests", "tokens"),
+    [(("--block-size", "1", "--sessions", "125000"), "1,000,000", "65,536"),
+     (("--kind", "chat", "--block-size", "1", "--requests", "1000000"), "1,000,000", "16,384"),
+     (("--block-size", "2", "--sessions", "30000", "--turns", "4", "8"), "240,000", "65,536")],
+    ids=["agentic", "chat", "agentic-2"],
+)  # fmt: skip
+def test_trace_generate_refuses_a_trace_past_its_hash_id_cap_before_writing(
+    tmp_path: Path, args: tuple[str, ...], requests: str, tokens: str
+) -> None:
+    """The sixteenth pass (issue 38): ``--block-size 1`` within the request cap could write
+    ~28 GB (a hash id per token); refused before a byte is written, exit 2, naming
+    ``--block-size`` and the cap. On a small tmpfs, so that a writer that is not bounded fills it
+    (exit 1, "No space left") instead of the machine's disk."""
+    with tmpfs(tmp_path / "small", "8m") as small:
+        out = small / "t.jsonl"
+        done = run_cli("trace", "generate", str(out), *args, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert f"--block-size {args[args.index('--block-size') + 1]}: " in done.stderr
+        assert f"{requests} requests of up to {tokens} tokens" in done.stderr
+        assert f"past the {MAX_GENERATED_HASH_IDS:,} hash ids a generated trace holds" in (
+            done.stderr
+        )
+        _one_line(done.stderr)
+        assert not out.exists()
+
+
+def test_trace_generate_with_block_size_one_and_default_counts_is_written(tmp_path: Path) -> None:
+    """The cap leaves the default shapes at ``--block-size 1`` alone (64 agent turns, 200 chat
+    requests of a hash id per token)."""
+    for kind in ("agentic", "chat"):
+        out = tmp_path / f"{kind}.jsonl"
+        done = run_cli("trace", "generate", str(out), "--kind", kind, "--block-size", "1")
+        assert done.returncode == 0, done.stderr
+        first = json.loads(out.read_bytes().splitlines()[0])
+        assert len(first["hash_ids"]) == first["input_length"]

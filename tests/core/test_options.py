@@ -206,3 +206,31 @@ def test_repeat_and_workers_are_bounded() -> None:
     for bad in ("0", "0%", "0.0"):
         with pytest.raises(OptionError, match="is no change: nothing to detect"):
             parse_effect(bad)
+
+
+# The sixteenth pass (issue 38): ``float`` reads any script's digits, so ``--rate ٣`` (an
+# Arabic-Indic 3) ran at 3 requests a second and ``１.５`` (full-width) was 1.5; ``--concurrency``
+# already refused them. Every real-number option refuses them now, as an OptionError (exit 2,
+# the option named by the CLI).
+_OTHER_SCRIPTS = ["٣", "１.５", "1.５", "١٢%", "२", "𝟐", "3٫5", "٣s", "1e٣"]
+
+
+@pytest.mark.parametrize("text", _OTHER_SCRIPTS)
+@pytest.mark.parametrize(
+    "parse",
+    ["parse_seconds", "parse_positive_seconds", "parse_positive_minutes", "parse_rate",
+     "parse_load_rate", "parse_fraction", "parse_speedup", "parse_length", "parse_trace_window"],
+)  # fmt: skip
+def test_a_real_number_in_another_scripts_digits_is_refused(parse: str, text: str) -> None:
+    import servelab.core.options as options
+
+    with pytest.raises(OptionError):
+        getattr(options, parse)(text if parse != "parse_trace_window" else f"{text}:")
+
+
+def test_the_ascii_forms_of_those_numbers_still_read() -> None:
+    from servelab.core.options import parse_fraction, parse_length, parse_rate, parse_speedup
+
+    assert parse_rate("3") == 3.0 and parse_rate(" 1.5 ") == 1.5 and parse_rate("1e3") == 1000.0
+    assert parse_fraction("12%") == 0.12 and parse_speedup("1.5") == 1.5
+    assert parse_length("uniform:128:32") == LengthDist("uniform", 128.0, 32.0)

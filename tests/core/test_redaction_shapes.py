@@ -219,3 +219,40 @@ def test_a_header_pair_in_free_text_is_masked(text: str) -> None:
 )  # fmt: skip
 def test_an_ordinary_header_or_log_key_in_free_text_stays(text: str) -> None:
     assert redact(text) == text
+
+
+# The sixteenth pass (issue 38): a secret after a bare "secret " (no ``:`` or ``=``) in a note,
+# and a secret key that is an ordinary key's whole value (``foo: token=...``), were kept.
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [("secret abc123def456ghi789", "secret ***"),
+     ("secret sk-abc123def456ghi789", "secret ***"),
+     ("the secret abc123def456ghi789 was rotated", "the secret *** was rotated"),
+     ("my secret is Hunter2hunter2", "my secret is ***"),
+     ("Password\tp4ssw0rd!x", "Password\t***"),
+     ("token t0k3nVALUE and more", "token *** and more"),
+     ("api key QmFzZTY0U2VjcmV0VmFsdWU", "api key ***"),
+     ("passphrase was ZQ8PLANTEDVALUE9", "passphrase was ***"),
+     ("foo: token=abc123456789", "foo: token=***"),
+     ("note: secret abc123def456ghi789", "note: secret ***"),
+     ("foo=token=abc123456789", "foo=token=***"),
+     ("run: password=abc123456789, port: 80", "run: password=***, port: 80")],
+)  # fmt: skip
+def test_a_secret_after_a_bare_secret_word_or_as_a_keys_whole_value_is_masked(
+    text: str, kept: str
+) -> None:
+    assert redact(text) == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the secret sauce is garlic", "keep this secret please", "secret santa 2026",
+     "the password is strong enough", "token usage: 0.00", "token 12 of 4096",
+     "password reset for user42", "max_total_tokens 4096", "tokens abc123def",
+     "secret-santa abc123", "api key rotation v2", "time per output token 12.5ms/tok",
+     "first token 123456ms", "url: https://h/x?a=b", "mode: sorted"],
+)  # fmt: skip
+def test_prose_after_a_secret_word_is_kept(text: str) -> None:
+    """No over-masking: a word after ``secret``/``password``/``token`` is masked only when it
+    is shaped like a secret (letters and digits mixed, or a long mixed-case run)."""
+    assert redact(text) == text

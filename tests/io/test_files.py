@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.errors import HostError
+from servelab.errors import HostError, OptionError
 from servelab.io.files import (
     check_directory,
     write_atomic,
@@ -22,7 +22,7 @@ from servelab.io.files import (
     write_stream,
     write_to,
 )
-from servelab.io.overwrite import unused_stem
+from servelab.io.overwrite import check_overwrite, unused_stem
 
 
 def test_write_atomic_creates_the_directory_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -269,6 +269,26 @@ def test_write_to_dev_fd_writes_the_open_descriptor() -> None:
 def test_write_to_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HostError, match="it is a directory"):
         write_to(tmp_path, b"x")
+
+
+def test_a_link_to_a_folder_is_refused_before_any_work_and_by_the_writer(tmp_path: Path) -> None:
+    """The sixteenth pass (issue 38): ``check_overwrite`` let a link to a folder (and a folder)
+    pass, ``--force`` or not, so ``bench --export`` ran its whole load before failing."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    link = tmp_path / "records.jsonl"
+    link.symlink_to(folder)
+    refusal = f"cannot write {link}: it is a symbolic link (to {folder}, a folder)"
+    for force in (False, True):
+        with pytest.raises(OptionError) as refused:
+            check_overwrite(link, force)
+        assert refusal in str(refused.value)
+        with pytest.raises(OptionError, match=f"cannot write {folder}: it is a directory"):
+            check_overwrite(folder, force)
+    with pytest.raises(HostError) as written:
+        write_to(link, b"x")
+    assert refusal in str(written.value)
+    assert link.is_symlink() and list(folder.iterdir()) == []
 
 
 def test_a_missing_parent_directory_is_an_error_naming_the_path(tmp_path: Path) -> None:

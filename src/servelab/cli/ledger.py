@@ -52,7 +52,7 @@ __all__ = [
 #: ``ledger export --format``: one JSON document, JSON Lines (a line per row), CSV (a file per
 #: table in a directory).
 FORMATS = ("json", "jsonl", "csv")
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_AGE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 

@@ -23,6 +23,8 @@ class Finite(click.FloatRange):
     name = "float"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():  # ``١.٥``: float reads any digits
+            self.fail(f"{value!r} is not a number written in ASCII digits.", param, ctx)
         number = click.FLOAT.convert(value, param, ctx)  # first: nan passes every bound
         if isinstance(number, float) and not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)

@@ -28,6 +28,7 @@ from servelab.core.load.tracegen import (
     chat_trace,
     check_arrivals,
     check_block_size,
+    check_hash_ids,
     check_requests,
     check_resolution,
 )
@@ -123,6 +124,8 @@ def generate_command(
         check_arrivals(agentic.sessions, agentic.rate)
         check_requests("--sessions", agentic.sessions, agentic.turns[1])
         check_block_size(block_size, agentic.system_blocks, agentic.max_tokens)
+        most = agentic.sessions * agentic.turns[1]
+        check_hash_ids("--sessions", most, block_size, agentic.max_tokens)
         entries = agentic_trace(agentic, seed=seed, capped=capped)
     else:
         chat = replace(_CHAT, requests=requests, block_size=block_size, rate=rate or _CHAT.rate,
@@ -131,6 +134,7 @@ def generate_command(
         check_arrivals(chat.requests, chat.rate)
         check_requests("--requests", chat.requests)
         check_block_size(block_size, chat.system_blocks, chat.max_input)
+        check_hash_ids("--requests", chat.requests, block_size, chat.max_input)
         entries = chat_trace(chat, seed=seed, capped=capped)
     counted = [0]
     if str(out) == "-":  # standard output, as the usage says of a FILE of "-"

@@ -21,6 +21,7 @@ from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
+from servelab.core.whole import ascii_float as _float
 from servelab.core.whole import ascii_int, comma_count, comma_items, echoed, parse_whole
 from servelab.errors import OptionError
 
@@ -97,7 +98,7 @@ MIN_RATE = 1 / MAX_SECONDS
 
 def _finite(text: str, expected: str) -> float:
     try:
-        value = float(text)
+        value = _float(text)  # another script's digits (``٣``, ``１.５``) are refused
     except ValueError:
         raise OptionError(f"expected {expected}, got {echoed(text)}") from None
     if not math.isfinite(value):
@@ -236,9 +237,9 @@ def parse_length(text: str) -> LengthDist:
     parts = text.split(":")
     try:
         if len(parts) == 1:
-            kind, value, spread = "fixed", float(int(parts[0])), 0.0
+            kind, value, spread = "fixed", float(ascii_int(parts[0])), 0.0
         elif len(parts) == 3:
-            kind, value, spread = parts[0], float(parts[1]), float(parts[2])
+            kind, value, spread = parts[0], _float(parts[1]), _float(parts[2])
         else:
             raise ValueError(text)
         if not (math.isfinite(value) and math.isfinite(spread)):
@@ -285,7 +286,7 @@ def parse_fraction(text: str) -> float:
     """``1%`` or ``0.01`` → 0.01; from 0 (included) to 1 (excluded)."""
     raw = text.strip()
     try:
-        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+        value = _float(raw[:-1]) / 100.0 if raw.endswith("%") else _float(raw)
     except ValueError:
         raise OptionError(f"{text!r} is not a fraction (1% or 0.01)") from None
     if not 0.0 <= value < 1.0:
@@ -421,7 +422,7 @@ def parse_speedup(text: str) -> float:
 def _seconds_of(text: str) -> float:
     """Seconds, bare (``90``) or with a unit (``90s``, ``1.5min``, ``500ms``)."""
     try:
-        return parse_duration_ms(text) / 1e3 if text.strip()[-1:].isalpha() else float(text)
+        return parse_duration_ms(text) / 1e3 if text.strip()[-1:].isalpha() else _float(text)
     except ValueError:
         raise OptionError(f"expected seconds (90, 90s, 1.5min), got {echoed(text)}") from None
 

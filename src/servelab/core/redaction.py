@@ -32,7 +32,10 @@ and every value it stores that a user typed as a secret goes through here:
   ``Authorization: Bearer ...``, a logfmt line's ``token=...`` after other keys): :func:`redact`
   replaces them wherever they appear (a tail quoting such a line shows ``api-key: ***``), with
   ``:``, ``=`` or a tab between key and value (``password<TAB>...``), a key written with a JSON
-  escape (``"pass\\u0077ord"``), a soft hyphen or a combining mark in it;
+  escape (``"pass\\u0077ord"``), a soft hyphen or a combining mark in it; a secret key that is
+  an ordinary key's whole value (``foo: token=...``);
+- **a word shaped like a secret after a bare secret-looking word** (``secret X``, ``my password
+  is X``, ``token X``; no ``:`` or ``=``: :mod:`servelab.core.prosesecret`); prose stays;
 - **listed forms** (:mod:`servelab.core.listed`): the element after a secret flag in an argv list
   as ``CalledProcessError`` or JSON prints it (``['--api-key', '***']``) and ODBC's ``Pwd=`` in a
   connection string; **credentials in command text** (:mod:`servelab.core.credentials`).
@@ -54,6 +57,7 @@ from urllib.parse import unquote
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
 from servelab.core.paired import mask_pairs
+from servelab.core.prosesecret import mask_prose
 from servelab.core.secretnames import is_plain_header, is_secret_key, is_secret_name
 
 __all__ = [
@@ -211,11 +215,14 @@ def _keyed(match: re.Match[str], depth: int = 0) -> str:
     if (secret := _secret_keyed(match)) or depth >= _KEYED_DEPTH:
         return f"{key}{sep}{REDACTED}" if secret else match.group(0)
     # an ordinary key's unquoted value runs to the end of the line: a quoted secret key in it
-    # (``"https://host/": {"auth": "..."}``) is found there, and past its first word (a URL's
-    # own parameters are the URL rule's) a secret key (logfmt, libpq: ``user=u password=...``)
+    # (``"https://host/": {"auth": "..."}``) is found there, and a secret key (logfmt, libpq:
+    # ``user=u password=...``; ``foo: token=X``), past a first word that is a URL (its own
+    # parameters are the URL rule's)
     after = _AFTER_WORD.match(value)
-    if (">" in sep or is_secret_key(key)) and not value.startswith(("'", '"')):  # ``a->b = X``,
-        value = _KEYED.sub(lambda m: _keyed(m, depth + 1), value)  # ``/etc/passwd: x``: all of it
+    first = value.split(None, 1)[0]
+    whole = ">" in sep or is_secret_key(key) or not ("://" in first or first.startswith("//"))
+    if whole and not value.startswith(("'", '"')):  # ``a->b = X``, ``/etc/passwd: x``: all of it
+        value = _KEYED.sub(lambda m: _keyed(m, depth + 1), value)
     elif after is not None and not value.startswith(("'", '"')):
         value = after["word"] + _KEYED.sub(lambda m: _keyed(m, depth + 1), after["rest"])
     return f"{key}{sep}{_QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)}"
@@ -249,6 +256,7 @@ def _masked(text: str) -> str:
     text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
     text = SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
+    text = mask_prose(text, REDACTED, MIN_REDACTED_CHARS)
     text = _QUERY.sub(_query, text)
     text = mask_credentials(text, REDACTED)
     text = mask_listed(text, REDACTED, is_secret_name)

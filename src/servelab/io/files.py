@@ -3,12 +3,12 @@ files, their backups, pid records); ``tests/test_architecture.py`` fails on any 
 
 Where a path leads, it is written there and only there (:func:`write_atomic`):
 
-- a symbolic link to a regular file (or to nothing) is never written through: it is refused,
-  naming the path, link and target untouched (:func:`~servelab.io.overwrite.link_refusal`: a
-  link planted in an export's folder, ``DIR/requests.jsonl -> /etc/passwd``); so is a link
-  among the folders :func:`write_files` writes. A deployment's env and config files (an
-  operator may link them on purpose) are written through their link (``follow_links=True``); a
-  link to a device or a FIFO is streamed into; ``/dev/stdout``, ``/dev/fd/N`` use that descriptor;
+- a symbolic link to a regular file, a folder or nothing is never written through: it is
+  refused, naming the path, link and target untouched (:func:`~.overwrite.link_refusal`: a link
+  planted in an export's folder, ``DIR/requests.jsonl -> /etc/passwd``); so is a link among the
+  folders :func:`write_files` writes. A deployment's env and config files (an operator may link
+  them on purpose) are written through their link (``follow_links=True``); a link to a device
+  or a FIFO is streamed into; ``/dev/stdout``, ``/dev/fd/N`` use that descriptor;
 - a regular file (or a new one) is written whole or not at all: the bytes go to a temporary file in
   the same directory, are flushed to disk (``fsync``), and the temporary file is renamed over the
   target, so a reader (or a crash) never sees half a file. An existing file keeps its permission

@@ -32,8 +32,8 @@ def existing(path: Path) -> os.stat_result | None:
 
 
 def link_refusal(path: Path) -> str | None:
-    """Why ``path`` is not written, when it is a symbolic link that leads to a regular file or
-    to nothing (a link planted in an export's folder would send the bytes anywhere, and
+    """Why ``path`` is not written, when it is a symbolic link that leads to a regular file, a
+    folder or nothing (a link planted in an export's folder would send the bytes anywhere, and
     ``--force`` replace what it names: ``/etc/passwd``); None for anything else (a link to a
     device or a FIFO, ``/dev/stdout``, is streamed into: nothing is replaced)."""
     if not path.is_symlink() or descriptor(path) is not None:  # /dev/stdout: its descriptor
@@ -42,11 +42,12 @@ def link_refusal(path: Path) -> str | None:
         end = path.stat()
     except OSError:  # a dangling link, or a loop
         end = None
-    if end is not None and not stat.S_ISREG(end.st_mode):
+    if end is not None and not (stat.S_ISREG(end.st_mode) or stat.S_ISDIR(end.st_mode)):
         return None
+    folder = ", a folder" if end is not None and stat.S_ISDIR(end.st_mode) else ""
     return (
-        f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}), and servelab "
-        "writes no file through a link: remove the link, or name the file itself"
+        f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}{folder}), and "
+        "servelab writes no file through a link: remove the link, or name the file itself"
     )
 
 
@@ -84,12 +85,14 @@ def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
     """The one rule of every writer of a user's file: an existing regular file that holds
     anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`, exit 2,
     the file untouched); an empty one destroys nothing, a FIFO or a device is streamed into,
-    never "overwritten", and a link to a regular file (or to nothing) is refused, ``option`` or
-    not (:func:`link_refusal`), before any work."""
+    never "overwritten", and a link to a regular file, a folder or nothing is refused,
+    ``option`` or not (:func:`link_refusal`), before any work; so is a folder itself."""
     refused = link_refusal(path)
     if refused is not None:
         raise OptionError(refused)
     found = existing(path)
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise OptionError(f"cannot write {path}: it is a directory: remove it, or name a file")
     if found is not None and stat.S_ISREG(found.st_mode) and found.st_size and not force:
         raise OptionError(f"{path} exists: give {option} to overwrite it, or another path")
 

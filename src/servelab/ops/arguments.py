@@ -44,7 +44,7 @@ from servelab.core.knobs.serverinfo import EngineReport, Reported, reported_valu
 from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
-from servelab.io.hosts.envfiles import env_field, read_config_bytes, read_env_bytes
+from servelab.io.hosts.envfiles import config_field, env_field, read_config_bytes, read_env_bytes
 from servelab.io.hosts.processes import read_pid_record, spec_address
 from servelab.ops.context import Operation
 from servelab.sim.engineargs import Engine as SimEngine
@@ -132,7 +132,7 @@ async def _read(op: Operation, service: str) -> _Places:
     text = None
     path = config_path(op, service)
     if path is not None:
-        data = await read_config_bytes(host, path)
+        data = await read_config_bytes(host, path, field=config_field(service))
         text = None if data is None else config_text(data, path)
         if text is not None:
             values[Place.CONFIG_FILE] = config_values(text, eng, path, flags)
@@ -144,7 +144,7 @@ async def dropped_arguments_of(op: Operation, service: str) -> tuple[str | None,
     path = config_path(op, service)
     if path is None:
         return None, []
-    data = await read_config_bytes(op.host(service), path)
+    data = await read_config_bytes(op.host(service), path, field=config_field(service))
     if data is None:
         return path, []
     return path, dropped_arguments(config_text(data, path), service_engine(op), path)

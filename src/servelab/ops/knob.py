@@ -37,6 +37,7 @@ from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import (
     MAX_FILE_BYTES,
+    config_field,
     env_field,
     previous_version,
     read_env_bytes,
@@ -197,12 +198,13 @@ async def _backup_value(
     content differs from the file now (the value before the last change)."""
     svc = op.spec.service(service)
     path = op.env_path(service) if place is Place.ARGS_ENV else None
+    field = env_field(service)
     if place is Place.CONFIG_FILE and svc.config_file is not None:
-        path = str(op.loaded.path(svc.config_file))
+        path, field = str(op.loaded.path(svc.config_file)), config_field(service)
     if path is None:
         return None, None
     host = op.host(service)
-    current = await read_env_bytes(host, path)
+    current = await read_env_bytes(host, path, field=field)
     found = await _previous_bytes(op, service, path, current)
     if found is None:
         return None, None

@@ -2,11 +2,14 @@
 prefix"): a key that is the knob's name with anything after it (``max-running-requests-x``,
 ``max-running-requests2``) or a key the knob's name starts with is another key. It is never read
 as the knob's value, never rewritten by an edit of the knob, and an ordinary key that starts
-with a secret key's name is not masked as that secret's value unless its own words say secret."""
+with a secret key's name is not masked as that secret's value unless its own words say secret.
+However the knob's key is written (a complex key ``? key``, a flow mapping, quoted, spaced), an
+edit either refuses it (a :class:`~servelab.errors.KnobError`) or leaves exactly one key that
+reads back as asked (the sixteenth pass: a complex key got a second one)."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from servelab.core.engines import SGLANG, VLLM
@@ -14,6 +17,7 @@ from servelab.core.knob import parse_knob
 from servelab.core.knobs.argv import knob_value
 from servelab.core.knobs.configfile import config_values, edit_config
 from servelab.core.redaction import redact
+from servelab.errors import KnobError
 
 KNOBS = ["--max-running-requests", "--chunked-prefill-size", "--schedule-policy"]
 #: What a longer key adds after the knob's name.
@@ -50,3 +54,30 @@ def test_a_key_that_starts_with_a_secret_s_name_is_judged_by_its_own_words(
     with ``pass`` and is not a secret: a key is never judged by a prefix of its name."""
     assert value not in redact(f"api-key{suffix}: {value}")
     assert redact(f"passes{suffix}: {value}") == f"passes{suffix}: {value}"
+
+
+forms = st.sampled_from(["{k}: {v}\n", "? {k}\n: {v}\n", "?  {k}\n:   {v}\n", "{{{k}: {v}}}\n",
+                         "'{k}': {v}\n", '"{k}" : {v}\n', "{k}:\t{v}\n", "? '{k}'\n: {v}\n",
+                         "{{a: 1, {k}: {v}}}\n", "{k}: {v}  # kept\n"])  # fmt: skip
+
+
+@given(name=st.sampled_from(KNOBS), form=forms, before=st.sampled_from(["", "model: m\n", "# c\n"]),
+       number=st.integers(1, 10_000))  # fmt: skip
+def test_an_edit_of_a_key_in_any_yaml_form_leaves_one_key_or_is_refused(
+    name: str, form: str, before: str, number: int
+) -> None:
+    key = name[2:]
+    text = before + form.format(k=key, v=number)
+    try:
+        config_values(text, SGLANG)
+    except KnobError:
+        assume(False)  # a flow mapping after a block one: no YAML document to edit
+    for engine in (SGLANG, VLLM):
+        knob = parse_knob(name, engine)
+        try:
+            edited = edit_config(text, knob, "7", engine, "decode.yaml")
+        except KnobError as refused:
+            assert "decode.yaml:" in str(refused) and key in str(refused), str(refused)
+            continue
+        assert knob_value(config_values(edited, engine), knob, engine) == "7"
+        assert edited.count(key) == 1, edited

@@ -25,7 +25,7 @@ from servelab.core.knobs.places import split_args
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.load.trace import TraceReader
 from servelab.core.whole import comma_count, comma_items
-from servelab.errors import ServelabError
+from servelab.errors import OptionError, ServelabError
 from tests.core.fuzz.support import mutated, result_or_error, texts, utf8
 
 #: Every option parser of core/options.py (each option value a user types).
@@ -68,6 +68,28 @@ KNOBS = ["--max-running-requests", "--disable-radix-cache", "--chunked-prefill-s
 @given(text=texts)
 def test_every_option_value(parse: Callable[[str], Any], text: str) -> None:
     result_or_error(parse, text)
+
+
+#: The real-number options' parsers: none takes another script's digits (the sixteenth pass).
+REAL_PARSERS = [options.parse_seconds, options.parse_positive_seconds, options.parse_rate,
+                options.parse_positive_minutes, options.parse_load_rate, options.parse_fraction,
+                options.parse_speedup, options.parse_length]  # fmt: skip
+#: A number written in ASCII with one of its digits in another script (Nd: Arabic-Indic,
+#: Devanagari, full-width, mathematical bold...).
+other_digits = st.tuples(
+    st.from_regex(r"[0-9]{0,3}(\.[0-9]{0,3})?%?", fullmatch=True),
+    st.characters(categories=["Nd"]).filter(lambda c: not c.isascii()),
+    st.integers(0, 6),
+).map(lambda t: t[0][: t[2]] + t[1] + t[0][t[2] :])
+
+
+@pytest.mark.parametrize("parse", REAL_PARSERS, ids=lambda f: f.__name__)
+@given(text=other_digits)
+def test_a_real_number_with_another_scripts_digit_is_refused(
+    parse: Callable[[str], Any], text: str
+) -> None:
+    with pytest.raises(OptionError):
+        parse(text)
 
 
 @given(

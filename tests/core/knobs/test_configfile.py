@@ -79,6 +79,28 @@ def test_a_multi_line_value_is_refused_naming_the_line() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("? max-running-requests\n: 32\n", 1), ("model: m\n?  max-running-requests\n:  32\n", 2),
+     ("{max-running-requests: 32, model: m}\n", 1), ("? max-running\n: 32\n", 1),
+     ("a: 1\n? 'max-running-requests'\n: 32\n", 2)],
+    ids=["complex", "complex-after", "flow", "complex-abbreviated", "complex-quoted"],
+)  # fmt: skip
+def test_a_key_written_as_a_complex_key_or_in_a_flow_mapping_is_refused(
+    text: str, line: int
+) -> None:
+    """The sixteenth pass (issue 38): ``? max-running-requests`` then ``: 32`` was left and a
+    second ``max-running-requests: 48`` added; refused naming the file, the line and the key."""
+    knob = parse_knob("--max-running-requests", SGLANG)
+    flags = ["--max-running-requests", "--model-path"]
+    with pytest.raises(KnobError) as refused:
+        edit_config(text, knob, "48", SGLANG, "decode.yaml", flags)
+    assert f"decode.yaml:{line}: max-running" in str(refused.value)
+    assert "servelab does not edit" in str(refused.value)
+    plain = "? model\n: m\nmax-running-requests: 32\n"  # another key's form is no matter
+    assert edit_config(plain, knob, "48", SGLANG, "decode.yaml", flags).endswith("requests: 48\n")
+
+
 def test_a_file_that_is_not_a_mapping_is_refused() -> None:
     with pytest.raises(KnobError, match=r"c\.yaml: not a mapping"):
         config_values("- a\n- b\n", SGLANG, "c.yaml")

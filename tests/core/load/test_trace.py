@@ -249,3 +249,17 @@ def test_a_trace_recorded_on_whole_seconds_starts_its_arrivals_in_bursts() -> No
     chats = _json(chat_trace(ChatShape(requests=50, resolution_ms=500), seed=1))
     chat = [e["timestamp"] for e in chats]
     assert all(t % 500 == 0 for t in chat) and len(set(chat)) < len(chat)
+
+
+def test_a_generated_traces_hash_ids_are_bounded_before_any_line() -> None:
+    """The sixteenth pass (issue 38): ``--block-size 1`` within the request cap (a hash id per
+    token) could write ~28 GB; the bound is on requests × the blocks of their prompt cap."""
+    from servelab.core.load.tracegen import MAX_GENERATED_HASH_IDS, check_hash_ids
+
+    check_hash_ids("--requests", 200, 1, 16_384)  # the default chat mix: a hash id per token
+    check_hash_ids("--sessions", 1_000_000, 512, 65_536)  # the request cap at the default size
+    check_hash_ids("--requests", MAX_GENERATED_HASH_IDS, 16_384, 16_384)  # exactly at the cap
+    with pytest.raises(TraceError, match=r"--block-size 1: 1,000,000 requests of up to 65,536"):
+        check_hash_ids("--sessions", 1_000_000, 1, 65_536)
+    with pytest.raises(TraceError, match="raise --block-size or lower --requests"):
+        check_hash_ids("--requests", MAX_GENERATED_HASH_IDS + 1, 16_384, 16_384)

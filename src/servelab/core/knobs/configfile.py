@@ -31,7 +31,7 @@ from typing import Any
 from servelab.core.engines import Engine
 from servelab.core.knob import OFF, ON, Knob, KnobKind, same_value
 from servelab.core.knobs.argv import canonical_arg, expand_arg, json_key_set, knob_value
-from servelab.core.knobs.configyaml import load_config
+from servelab.core.knobs.configyaml import load_config, top_keys
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
@@ -118,6 +118,26 @@ def _key_lines(
     return found
 
 
+def _check_written_plainly(
+    text: str,
+    at: list[int],
+    knob: Knob,
+    engine: Engine,
+    source: str,
+    flags: Collection[str] | None,
+) -> None:
+    """Refuse a file that sets the knob's argument with a key not on a ``key: value`` line of its
+    own (a complex key ``? key`` then ``: value``, a flow mapping ``{key: value}``): the edit
+    would leave it and add a second key, the engine taking whichever its reader keeps."""
+    for key, line in top_keys(text, source):
+        if line not in at and _matches(key, knob, engine, flags):
+            raise KnobError(
+                f"{source}:{line + 1}: {key} is written in a YAML form servelab does not edit "
+                "(a complex key '? key', a flow mapping): edit this one by hand, or write it "
+                f"as '{key}: VALUE'"
+            )
+
+
 def _scalar(value: str) -> str:
     return value if _NUMBER.match(value) else json.dumps(value)
 
@@ -159,6 +179,7 @@ def edit_config(
     value = knob.normalize(value)
     lines = text.splitlines()
     at = _key_lines(lines, knob, engine, source, flags)
+    _check_written_plainly(text, at, knob, engine, source, flags)
     new = _new_lines(text, knob, value, engine, source, flags)
     place = at[-1] if at else len(lines)
     if at and len(new) == 1:

@@ -31,7 +31,7 @@ from servelab.errors import KnobError
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "config_text", "load_config", "too_large"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "config_text", "load_config", "too_large", "top_keys"]
 
 #: The largest config file read.
 MAX_CONFIG_BYTES = 256 * 1024
@@ -131,3 +131,22 @@ def load_config(data: bytes | str, source: str) -> Any:
         if isinstance(exc, KnobError):
             raise
         raise KnobError(f"{source}: not valid YAML ({type(exc).__name__})") from None
+
+
+def top_keys(data: bytes | str, source: str) -> list[tuple[str, int]]:
+    """The top-level mapping's plain keys (a string each) and the line (from 0) each is written
+    on, however it is written (``key: v``, a complex key ``? key`` then ``: v``, a flow mapping
+    ``{key: v}``), bounded as :func:`load_config`; none when the document is no mapping."""
+    import yaml
+
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    text = config_text(raw, source)
+    try:
+        _check_events(text, source)
+        root = yaml.compose(text, Loader=_loader())
+    except yaml.YAMLError as exc:
+        raise _syntax(exc, source) from None
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    return [(key.value, key.start_mark.line) for key, _ in root.value
+            if isinstance(key, yaml.ScalarNode) and isinstance(key.value, str)]  # fmt: skip

@@ -32,6 +32,7 @@ from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, MAX_TRACE_MS
 from servelab.errors import TraceError
 
 __all__ = [
+    "MAX_GENERATED_HASH_IDS",
     "MAX_GENERATED_REQUESTS",
     "MAX_RESOLUTION_MS",
     "AgenticShape",
@@ -42,6 +43,7 @@ __all__ = [
     "chat_trace",
     "check_arrivals",
     "check_block_size",
+    "check_hash_ids",
     "check_requests",
     "check_resolution",
 ]
@@ -92,6 +94,24 @@ def check_requests(option: str, count: int, per: int = 1) -> None:
         turns = f" of up to {per} turns" if per > 1 else ""
         raise TraceError(f"{option} {count:,}{turns}: a generated trace holds at most "
                          f"{MAX_GENERATED_REQUESTS:,} requests")  # fmt: skip
+
+
+#: The most hash ids a generated trace may hold, at most (each request's prompt at its token cap):
+#: about 2 GB of lines. A hash id names a block of ``--block-size`` tokens, so ``--block-size 1``
+#: within the request cap would write one per token (~28 GB, 65,536 a line).
+MAX_GENERATED_HASH_IDS = 200_000_000
+
+
+def check_hash_ids(option: str, requests: int, block_size: int, cap: int) -> None:
+    """Refuse a trace whose ``requests`` (``option``: the count that sets them), each a prompt
+    of up to ``cap`` tokens in blocks of ``block_size``, may hold more than
+    :data:`MAX_GENERATED_HASH_IDS` hash ids, before a line is written."""
+    most = requests * _blocks(cap, block_size)
+    if most > MAX_GENERATED_HASH_IDS:
+        raise TraceError(f"--block-size {block_size:,}: {requests:,} requests of up to {cap:,} "
+                         f"tokens may take {most:,} hash ids, past the "
+                         f"{MAX_GENERATED_HASH_IDS:,} hash ids a generated trace holds (about "
+                         f"2 GB): raise --block-size or lower {option}")  # fmt: skip
 
 
 def check_block_size(block_size: int, blocks: int, cap: int) -> None:

@@ -29,7 +29,7 @@ import posixpath
 from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES, too_large
 from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.rules import backup_names, parse_env_bytes
-from servelab.errors import HostError, KnobError
+from servelab.errors import HostError, KnobError, UnreadFileError
 from servelab.io.hosts.host import Host, backup_name
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "ORIGIN",
     "backup_dir",
+    "config_field",
     "env_field",
     "file_backup_dir",
     "latest_backup",
@@ -48,6 +49,7 @@ __all__ = [
     "read_env_bytes",
     "read_env_file",
     "save_copy",
+    "unread_refusal",
     "write_env_file",
 ]
 
@@ -95,11 +97,12 @@ async def _own_folder(host: Host, directory: str, path: str, *, make: bool) -> s
     return folder if named == path.encode("utf-8", "surrogateescape") else None
 
 
-async def read_config_bytes(host: Host, path: str) -> bytes | None:
+async def read_config_bytes(host: Host, path: str, *, field: str | None = None) -> bytes | None:
     """The raw config file (a service's ``config_file``) at ``path`` on ``host``, at most
     :data:`~servelab.core.knobs.configyaml.MAX_CONFIG_BYTES` (the one bound of its parser: a
     larger file is bad input, :func:`~servelab.core.knobs.configyaml.too_large`); None when it
-    does not exist."""
+    does not exist. With ``field`` (the spec's, ``services.decode.config_file``), a FIFO or a
+    device is bad input too, never read (:func:`unread_refusal`)."""
     try:
         return await host.read_file(path, limit=MAX_CONFIG_BYTES)
     except HostError as exc:
@@ -107,6 +110,9 @@ async def read_config_bytes(host: Host, path: str) -> bytes | None:
             return None
         if f"larger than {MAX_CONFIG_BYTES} bytes" in str(exc):
             raise too_large(path) from exc
+        refused = None if field is None else unread_refusal(exc, path, field)
+        if refused is not None:
+            raise refused from exc
         raise
 
 
@@ -115,10 +121,16 @@ def env_field(service: str) -> str:
     return f"services.{service}.env_file"
 
 
-def _refusal(exc: HostError, field: str, path: str) -> KnobError | None:
-    """A service's env file refused unread by :meth:`Host.read_file` (over :data:`MAX_FILE_BYTES`,
-    a FIFO, a device: locally and over SSH alike) as bad input (exit 2) naming the spec's field
-    and the file; None for any other failure (a host unreachable, a permission)."""
+def config_field(service: str) -> str:
+    """The spec's field naming ``service``'s config file, as a refusal names it."""
+    return f"services.{service}.config_file"
+
+
+def unread_refusal(exc: HostError, path: str, field: str) -> UnreadFileError | None:
+    """A service's env or config file refused unread by :meth:`Host.read_file` (an env file over
+    :data:`MAX_FILE_BYTES`, a FIFO, a device: locally and over SSH alike) as bad input (exit 2)
+    naming the spec's ``field`` and the file; None for any other failure (a host unreachable, a
+    permission)."""
     said = str(exc)
     if said.endswith(f"larger than {MAX_FILE_BYTES} bytes"):
         why = f"larger than {MAX_FILE_BYTES:,} bytes, the most an env file is read up to"
@@ -126,19 +138,20 @@ def _refusal(exc: HostError, field: str, path: str) -> KnobError | None:
         why = "not a regular file (a FIFO, a device or a directory), never read"
     else:
         return None
-    return KnobError(f"{path} ({field}): {why}")
+    return UnreadFileError(f"{path} ({field}): {why}")
 
 
 async def read_env_bytes(host: Host, path: str, *, field: str | None = None) -> bytes | None:
     """The raw env (or config) file at ``path`` on ``host``, at most :data:`MAX_FILE_BYTES`;
     None when it does not exist. With ``field`` (the spec's, ``services.decode.env_file``), one
-    too large or not a regular file is a :class:`KnobError` naming it and the file (exit 2)."""
+    too large or not a regular file is an :class:`UnreadFileError` naming it and the file (exit
+    2)."""
     try:
         return await host.read_file(path, limit=MAX_FILE_BYTES)
     except HostError as exc:
         if not await host.exists(path):
             return None
-        refused = None if field is None else _refusal(exc, field, path)
+        refused = None if field is None else unread_refusal(exc, path, field)
         if refused is not None:
             raise refused from exc
         raise
@@ -151,11 +164,13 @@ async def read_env_file(host: Host, path: str, *, field: str | None = None) -> E
     return None if raw is None else parse_env_bytes(raw, path)
 
 
-async def save_copy(host: Host, path: str, directory: str, *, kind: str = "bak") -> str | None:
+async def save_copy(
+    host: Host, path: str, directory: str, *, kind: str = "bak", field: str | None = None
+) -> str | None:
     """Copy the file at ``path`` to ``<its folder>/<name>.<kind>-<UTC stamp>`` (owner-only; its
     folder: :func:`file_backup_dir` under ``directory``), then prune that kind's copies to the
-    newest :data:`BACKUP_KEEP`; None when there is no file."""
-    current = await read_env_bytes(host, path)
+    newest :data:`BACKUP_KEEP`; None when there is no file (``field``: :func:`read_env_bytes`)."""
+    current = await read_env_bytes(host, path, field=field)
     if current is None:
         return None
     folder = await _own_folder(host, directory, path, make=True)

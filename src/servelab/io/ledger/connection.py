@@ -135,6 +135,20 @@ def _full_disk(path: Path) -> str | None:
     return f"its disk is full ({free // 1024} KiB free)" if free < _FULL_BYTES else None
 
 
+def _rebuild_failure(path: Path, exc: sqlite3.Error) -> str:
+    """Why a ``VACUUM`` of the ledger at ``path`` failed: its disk full (with what is free and
+    what the rebuild needs: about the file's size again), else SQLite's words."""
+    if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+        return str(exc)
+    try:
+        free, size = shutil.disk_usage(path.parent).free, path.stat().st_size
+    except OSError:
+        return "its disk is full"
+    return (f"its disk is full ({free // 1024:,} KiB free; a vacuum rewrites the whole "
+            f"ledger, {size // 1024:,} KiB, beside it): free space on it, or leave the ledger "
+            "as it is")  # fmt: skip
+
+
 def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
     deadline = time.monotonic() + busy_timeout_s
     while True:
@@ -297,6 +311,17 @@ class LedgerFile:
                 yield self._conn
             except sqlite3.Error as exc:
                 raise StoreError(f"{self._path}: read failed: {exc}") from exc
+
+    @contextmanager
+    def _rebuild(self) -> Iterator[sqlite3.Connection]:
+        """The connection for ``VACUUM``, which rewrites the whole file: a full disk is said as
+        such (SQLite's "database or disk is full" read as a broken ledger after "read failed")."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                why = _rebuild_failure(self._path, exc)
+                raise StoreError(f"{self._path}: vacuum failed: {why}") from exc
 
     def _now(self, ago_s: float = 0.0) -> str:
         stamp = datetime.fromtimestamp(self._clock() - ago_s, tz=UTC)

@@ -374,7 +374,7 @@ class Ledger(LedgerFile):
             compacted += changed
             if after == 0:
                 break
-        with self._read() as conn:
+        with self._rebuild() as conn:
             vacuum(conn)
         return VacuumResult(before, file_bytes(self._path), compacted)
 

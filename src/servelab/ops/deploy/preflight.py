@@ -42,7 +42,13 @@ from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_needs_reload
-from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_config_bytes
+from servelab.io.hosts.envfiles import (
+    MAX_FILE_BYTES,
+    config_field,
+    env_field,
+    read_config_bytes,
+    unread_refusal,
+)
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat
 from servelab.io.http.client import probe
 from servelab.ops.arguments import config_path
@@ -69,6 +75,8 @@ async def _env_facts(op: Operation, service: str) -> tuple[str | None, str | Non
     try:
         raw = await env_bytes(op, service, path)
     except HostError as exc:
+        if (refused := unread_refusal(exc, path, env_field(service))) is not None:
+            return str(refused), None  # bad input: a FIFO, a device, too large
         return None, f"cannot read its env file: {exc}"
     try:
         parse_env_bytes(raw, path)
@@ -84,7 +92,12 @@ async def _config_facts(op: Operation, service: str) -> tuple[str | None, str | 
     if path is None or op.spec.service(service).role not in ("prefill", "decode"):
         return None, None
     try:
-        raw = op.written_env(service, path) or await read_config_bytes(op.host(service), path)
+        field = config_field(service)
+        raw = op.written_env(service, path) or await read_config_bytes(
+            op.host(service), path, field=field
+        )
+    except KnobError as exc:  # a FIFO, a device, too large: bad input
+        return str(exc), None
     except HostError as exc:
         return None, f"cannot read its config file: {exc}"
     if raw is None:

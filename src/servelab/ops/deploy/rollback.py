@@ -19,7 +19,13 @@ from dataclasses import replace
 
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import HostError
-from servelab.io.hosts.envfiles import latest_backup, read_env_bytes, save_copy
+from servelab.io.hosts.envfiles import (
+    config_field,
+    env_field,
+    latest_backup,
+    read_env_bytes,
+    save_copy,
+)
 from servelab.io.hosts.processes import PidRecord, is_alive
 from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation
@@ -36,9 +42,11 @@ async def files_at_launch(op: Operation, service: str) -> dict[str, str]:
     directory, ``NAME.launched-STAMP``), keyed for its pid record."""
     host, backups = op.host(service), op.backup_dir(service)
     out: dict[str, str] = {}
-    places = {ENV_AT_LAUNCH: op.env_path(service), CONFIG_AT_LAUNCH: config_path(op, service)}
-    for key, path in places.items():
-        copy = None if path is None else await save_copy(host, path, backups, kind="launched")
+    places = {ENV_AT_LAUNCH: (op.env_path(service), env_field(service)),
+              CONFIG_AT_LAUNCH: (config_path(op, service), config_field(service))}  # fmt: skip
+    for key, (path, field) in places.items():
+        copy = None if path is None else await save_copy(host, path, backups, kind="launched",
+                                                         field=field)  # fmt: skip
         if copy is not None:
             out[key] = copy
     return out
@@ -52,31 +60,34 @@ async def prepare_rollback(op: Operation, plan: list[str], report: RestartReport
         launched = await _running_copies(op, name)
         path = op.env_path(name)
         if path is not None:
-            copy = await save_copy(host, path, backups, kind="pre-restart")
+            copy = await save_copy(host, path, backups, kind="pre-restart", field=env_field(name))
             if copy is None:
                 raise HostError(f"{host.name}: cannot read {path}: no such file")
             report.backups[name] = copy
-            previous = await _source(op, name, path, launched.get(ENV_AT_LAUNCH))
+            previous = await _source(op, name, path, launched.get(ENV_AT_LAUNCH), env_field(name))
             if previous is not None:
                 report.rollback_from[name] = previous
         config = config_path(op, name)
-        copy = (
-            None if config is None else await save_copy(host, config, backups, kind="pre-restart")
-        )
+        field = config_field(name)
+        copy = None
+        if config is not None:
+            copy = await save_copy(host, config, backups, kind="pre-restart", field=field)
         if config is not None and copy is not None:
             report.config_backups[name] = copy
-            previous = await _source(op, name, config, launched.get(CONFIG_AT_LAUNCH))
+            previous = await _source(op, name, config, launched.get(CONFIG_AT_LAUNCH), field)
             if previous is not None:
                 report.config_rollback_from[name] = previous
 
 
-async def _source(op: Operation, service: str, path: str, launched: str | None) -> str | None:
+async def _source(
+    op: Operation, service: str, path: str, launched: str | None, field: str
+) -> str | None:
     """What a rollback restores ``path`` from: ``launched`` (None when the file is still as the
     running service was started from it: nothing to put back), else the latest backup."""
     host = op.host(service)
     if launched is None:
         return await latest_backup(host, path, op.backup_dir(service))
-    same = await read_env_bytes(host, launched) == await read_env_bytes(host, path)
+    same = await read_env_bytes(host, launched) == await read_env_bytes(host, path, field=field)
     return None if same else launched
 
 

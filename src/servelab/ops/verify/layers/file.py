@@ -31,8 +31,8 @@ from servelab.core.verify.checks import (
     NoEnvFile,
 )
 from servelab.core.verify.events import ReadingEnvFile
-from servelab.errors import KnobError, ServelabError
-from servelab.io.hosts.envfiles import previous_version, read_env_bytes
+from servelab.errors import KnobError, ServelabError, UnreadFileError
+from servelab.io.hosts.envfiles import env_field, previous_version, read_env_bytes
 from servelab.ops.arguments import config_path, dropped_arguments_of, place_path, service_engine
 from servelab.ops.context import Operation
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
@@ -63,7 +63,7 @@ async def _read_state(op: Operation, service: str) -> FileState:
     if path is None:
         return FileState(path=None)
     host = op.host(service)
-    raw = await read_env_bytes(host, path)
+    raw = await read_env_bytes(host, path, field=env_field(service))
     if raw is None:
         return FileState(path=path, problem=_C.CONFIG_MISSING)
     try:
@@ -84,6 +84,8 @@ async def file_state(ctx: ReadContext) -> FileState:
         arguments = bool(ctx.arguments())
         try:
             state = await _read_state(ctx.op, ctx.name)
+        except UnreadFileError:  # a FIFO, a device, too large: bad input, not a check
+            raise
         except ServelabError as exc:
             path = ctx.op.env_path(ctx.name)
             return FileState(path, problem=_C.CONFIG_ERROR, error=error_text(exc))

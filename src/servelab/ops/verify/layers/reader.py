@@ -22,7 +22,7 @@ from servelab.core.knobs.places import FileValue
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.redaction import redact
 from servelab.core.verify.checks import Check, CheckCode, CheckFailure, EnvFileFailure, Layer
-from servelab.errors import ServelabError
+from servelab.errors import ServelabError, UnreadFileError
 from servelab.ops.arguments import argument_knob, read_places
 from servelab.ops.context import Operation
 
@@ -37,7 +37,11 @@ def error_text(exc: ServelabError) -> str:
 
 def failed(layer: Layer, service: str, exc: ServelabError, file: str | None = None) -> list[Check]:
     """``LAYER.error``: what stopped the layer's check of ``service``; the config layer's names
-    the ``file`` it could not read (its data is an :class:`EnvFileFailure`)."""
+    the ``file`` it could not read (its data is an :class:`EnvFileFailure`). A file refused
+    unread (:class:`~servelab.errors.UnreadFileError`: a FIFO, a device) is bad input, raised:
+    the command exits 2 naming it, as every reader of that file does."""
+    if isinstance(exc, UnreadFileError):
+        raise exc
     if layer is Layer.CONFIG:
         failure = EnvFileFailure(file, error_text(exc))
         return [Check(service, False, CheckCode.CONFIG_ERROR, failure)]
