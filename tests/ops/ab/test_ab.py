@@ -49,8 +49,11 @@ BANDS = {64: (1.08, 1.18), 80: (0.98, 1.05), 96: (1.02, 1.10)}
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     # 0.5 is the smallest time scale at which the simulator's ratios are stable on 2 cores
-    # (benchmarks/sim_calibration.py).
-    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.5))
+    # (benchmarks/sim_calibration.py). No cold start: at 0.5 each arm's e2e verification waited
+    # 8.5 s (17 modelled) for its first request after the restart, a wait never measured.
+    loaded = load_spec(
+        write_pd_spec(tmp_path, knob="512", time_scale=0.5, worker_env="SERVELAB_SIM_WARMUP_S=0\n")
+    )
     await deploy.up(loaded)
     try:
         yield loaded
@@ -124,8 +127,12 @@ async def test_until_decided_stops_early_on_a_clear_effect(tmp_path: Path) -> No
     --max-rounds 6, so the A/B records fewer rounds, visits and minutes than its fixed counterpart
     of 6 rounds. C2 keeps the CPU light (the C64 effect drowns under a loaded machine's noise);
     at time scale 0.1 (0.25 took 157 s against 106 s side by side) four runs at load 8-9 decided
-    at round 3, +86.4% [+81.9%, +91.1%] in one, far above the 1.3 asserted."""
-    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.1))
+    at round 3, +86.4% [+81.9%, +91.1%] in one, far above the 1.3 asserted. No cold start (1.7 s
+    for each arm's e2e verification, after its restart: never measured)."""
+    no_cold_start = "SERVELAB_SIM_WARMUP_S=0\n"
+    loaded = load_spec(
+        write_pd_spec(tmp_path, knob="512", time_scale=0.1, worker_env=no_cold_start)
+    )
     await deploy.up(loaded)
     try:
         bench = _config(1, (2,), 32).bench
