@@ -96,3 +96,23 @@ def test_up_over_another_deployments_worker_fails(
     assert f"prefill: port {ports.prefill} on local is held by pid {pids['prefill']}" in err, err
     assert "of deployment beta: this spec's port collides with it" in err, err
     assert "already up" not in err, err
+
+
+@pytest.mark.timeout(600)
+def test_up_with_a_worker_url_at_another_deployments_router_fails(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """Seventeenth pass H1: zeta's decode url is beta's router port. The real sglang-router
+    writes its title (``sglang::router``) over its argv and environment, so beta's mark cannot
+    be read there; a router is still no decode worker: the decode step fails naming the pid
+    and what it is, never "already up, not started by servelab" with zeta's router over it."""
+    root, ports, pids = beta
+    prefill, bootstrap, router, metrics = free_ports(4)
+    own = PdPorts(prefill, bootstrap, ports.router, router, metrics)
+    zeta = _zeta(root, own)
+    err = _up_zeta_fails(root, zeta, pids)
+    held = f"decode: port {ports.router} on local is held by pid {pids['router']}, a router"
+    assert held in err, err
+    assert "(sglang::router), not a decode worker" in err, err
+    assert "already up" not in err, err
+    assert not (root / "zeta" / "state" / "run" / "router.json").exists()

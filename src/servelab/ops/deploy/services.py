@@ -73,6 +73,7 @@ from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
 from servelab.ops.deploy.rollback import files_at_launch
+from servelab.ops.deploy.workerport import refuse_router
 
 if TYPE_CHECKING:  # every feature's events (ab, soak, case...): imported by what words them
     from servelab.core.progress import ProgressEvent
@@ -427,6 +428,7 @@ async def already_up(op: Operation, service: str) -> Step | None:
     ours = whose is Ownership.OURS
     if not ours:
         await refuse_foreign(op, service, owner)
+        await refuse_router(op, service, owner)
     answer = await readiness(op, service)
     if answer.ok:
         if not ours and svc.role == "router":
