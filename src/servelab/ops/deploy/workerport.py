@@ -9,6 +9,10 @@ router is no engine's worker: the process holding a worker's port that is a rout
 else its console script or ``-m`` module: :func:`~servelab.core.deploy.routers.router_process`)
 fails the step, naming the pid and what it is. A process that is no router (a hand-started
 engine) is adopted as before.
+
+:func:`others_router`: for ``down``, the router on this spec's router port whose owner cannot be
+told (its mark written over) and whose worker list lacks this spec's workers is another
+deployment's: left alone and named, never suggested to be killed.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from servelab.core.printable import printable
 from servelab.errors import HostError, ServiceStartError
 from servelab.io.hosts.host import Host
 from servelab.ops.context import Operation
+from servelab.ops.verify.verify import router_missing
 
-__all__ = ["refuse_router"]
+__all__ = ["others_router", "refuse_router"]
 
 #: Bytes of ``/proc/PID/comm`` (the kernel's 16) and ``/proc/PID/cmdline`` read at most: a longer
 #: command line is not read (its process is then not told a router by it).
@@ -66,3 +71,11 @@ async def refuse_router(op: Operation, service: str, owner: int) -> None:
         "a router (another deployment's?); not adopted as its worker, not started over it "
         f"(give {service} its own port)"
     )
+
+
+async def others_router(op: Operation, service: str) -> bool:
+    """Whether ``service`` is a router whose process, serving its port, lists its workers
+    readably without all of this spec's (it routes for another deployment)."""
+    if op.spec.service(service).role != "router":
+        return False
+    return bool(await router_missing(op, service))
