@@ -96,3 +96,61 @@ def test_up_over_another_deployments_worker_fails(
     assert f"prefill: port {ports.prefill} on local is held by pid {pids['prefill']}" in err, err
     assert "of deployment beta: this spec's port collides with it" in err, err
     assert "already up" not in err, err
+
+
+@pytest.mark.timeout(600)
+def test_up_with_a_worker_url_at_another_deployments_router_fails(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """Seventeenth pass H1: zeta's decode url is beta's router port. The real sglang-router
+    writes its title (``sglang::router``) over its argv and environment, so beta's mark cannot
+    be read there; a router is still no decode worker: the decode step fails naming the pid
+    and what it is, never "already up, not started by servelab" with zeta's router over it."""
+    root, ports, pids = beta
+    prefill, bootstrap, router, metrics = free_ports(4)
+    own = PdPorts(prefill, bootstrap, ports.router, router, metrics)
+    zeta = _zeta(root, own)
+    err = _up_zeta_fails(root, zeta, pids)
+    held = f"decode: port {ports.router} on local is held by pid {pids['router']}, a router"
+    assert held in err, err
+    assert "(sglang::router), not a decode worker" in err, err
+    assert "already up" not in err, err
+    assert not (root / "zeta" / "state" / "run" / "router.json").exists()
+
+
+@pytest.mark.timeout(600)
+def test_status_over_another_deployments_ports_names_it(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """Seventeenth pass M1: zeta, another name, beta's exact ports: ``status -f zeta`` names
+    beta for the rows whose process carries beta's mark, never a bare "(port owner)"."""
+    root, ports, pids = beta
+    zeta = _zeta(root, ports)
+    _, out, err = servelab_in(root, "status", "-f", str(zeta), "--json")
+    rows = {row["service"]: row for row in json.loads(out)}
+    for worker in ("prefill", "decode"):
+        assert rows[worker]["pid"] == pids[worker], out + err
+        mark = f"beta/{worker}@local:{getattr(ports, worker)}"
+        assert rows[worker]["other_deployment"] == mark, out + err
+    _, out, err = servelab_in(root, "status", "-f", str(zeta))
+    for worker in ("prefill", "decode"):
+        assert f"{pids[worker]} (beta's)" in out, out + err
+    assert f"{pids['router']} (port owner)" in out, out + err  # its mark written over
+
+
+@pytest.mark.timeout(600)
+def test_down_over_another_deployments_router_suggests_no_kill(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """Seventeenth pass L1: zeta shares beta's router port only. beta's router (its mark
+    written over by its title) lists none of zeta's workers: ``down -f zeta`` leaves it alone
+    and names it, never suggests ``kill -TERM`` of it."""
+    root, ports, pids = beta
+    prefill, bootstrap, decode, metrics = free_ports(4)
+    zeta = _zeta(root, replace(ports, prefill=prefill, bootstrap=bootstrap, decode=decode,
+                               metrics=metrics))  # fmt: skip
+    code, out, err = servelab_in(root, "down", "-f", str(zeta))
+    assert "kill" not in out + err, out + err
+    assert f"held by pid {pids['router']} (sglang::router), not started by this" in out, out
+    assert code == 0, out + err
+    assert all(alive(pid) for pid in pids.values()), out + err

@@ -25,6 +25,7 @@ from servelab.core.deploy.steps import (
     UnprovenOwner,
 )
 from servelab.core.ledger.codec import encode
+from servelab.core.printable import printable
 from servelab.core.redaction import redact, redact_url
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.core.verify.contract import VerifyReport
@@ -87,6 +88,8 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
             if item.unrecorded:
                 pid += " (servelab's, no pid record)"
+            elif item.other_deployment is not None:
+                pid += f" ({_others_mark(item.other_deployment)})"
             elif (item.pid_source or "").startswith("owner of port"):
                 pid += " (port owner)"
         answer = item.readiness.describe() if item.readiness is not None else "-"
@@ -95,6 +98,19 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
         url, answer = redact_url(item.url), redact(answer)  # a spec URL's password, masked
         rows.append([item.service, item.role, item.host, pid, url, answer, _in_router(item)])
     return rows
+
+
+#: Characters of another deployment's name shown at most (its process sets its mark).
+_NAME_CHARS = 80
+
+
+def _others_mark(mark: str) -> str:
+    """Whose the process is, from another deployment's mark ``<deployment>/<service>@<address>``:
+    ``NAME's`` (control characters escaped, cut; the whole mark is in ``--json``)."""
+    name = mark.rpartition("/")[0]
+    if len(name) > _NAME_CHARS:
+        name = name[:_NAME_CHARS] + "…"
+    return f"{printable(name)}'s"
 
 
 def _in_router(item: ServiceStatus) -> str:

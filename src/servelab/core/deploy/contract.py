@@ -39,6 +39,9 @@ class ServiceStatus:
     unrecorded: bool = False
     #: Its host did not answer (the rest is unknown).
     error: str | None = None
+    #: The mark (``<deployment>/<service>@<address>``) its port's owner carries when that is
+    #: ANOTHER deployment's: this spec's port is that deployment's, its process not this one's.
+    other_deployment: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

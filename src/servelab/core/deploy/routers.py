@@ -23,9 +23,10 @@ Pure: data and functions of data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import pairwise
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,7 @@ __all__ = [
     "RouterOptions",
     "router_description",
     "router_problem",
+    "router_process",
 ]
 
 
@@ -157,3 +159,32 @@ class RouterOptions(BaseModel):
     health_failure_threshold: int | None = Field(default=None, ge=1)
     health_success_threshold: int | None = Field(default=None, ge=1)
     extra_args: list[str] = Field(default_factory=list)
+
+
+#: The process title each router writes over its argv (``/proc/PID/cmdline`` and ``comm``; seen on
+#: sglang-router 0.3.2, smg 1.13.0, vllm-router 0.1.17): a first word ``NAME::router``.
+_TITLE_SUFFIX = "::router"
+#: What starts a router that has not (yet) written its title: its console script or module.
+_LAUNCHERS = frozenset(
+    {r.distribution for r in ROUTERS.values()} | {r.module for r in ROUTERS.values()}
+)
+
+
+def router_process(argv: Sequence[str]) -> str | None:
+    """The word telling that the process of ``argv`` (its ``/proc/PID/cmdline``) is a router,
+    not an engine's worker: its process title (``sglang::router``, ``smg::router``,
+    ``vllm::router``), or its console script's name or ``-m`` module (``smg``,
+    ``sglang_router.launch_router``); None: no router's. Only that word is returned, never an
+    argument (which may hold a secret)."""
+    if not argv:
+        return None
+    first = argv[0].strip()
+    if first.endswith(_TITLE_SUFFIX) and " " not in first:
+        return first
+    script = first.rpartition("/")[2]
+    if script in _LAUNCHERS:
+        return script
+    for flag, word in pairwise(argv):
+        if flag == "-m":
+            return word if word in _LAUNCHERS else None
+    return None

@@ -63,11 +63,13 @@ QUERY_TIMEOUT_S = 30.0
 @dataclass(frozen=True)
 class ProcessRef:
     """The process serving a service: its pid (None: not found) and how it was found;
-    ``unrecorded``: servelab launched it (it carries the mark) but holds no pid record of it."""
+    ``unrecorded``: servelab launched it (it carries the mark) but holds no pid record of it;
+    ``others``: the mark it carries when it is ANOTHER deployment's (:func:`others_mark`)."""
 
     pid: int | None
     source: str
     unrecorded: bool = False
+    others: str | None = None
 
 
 async def unit_main_pid(host: Host, unit: str) -> int | None:
@@ -132,7 +134,8 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
         logs = await service_logs(loaded, service, host)
         if await launched_here(host, owner, spec_mark(loaded, service), logs):
             return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
-        return ProcessRef(owner, f"owner of port {svc.port}")
+        other = await others_mark(host, owner, spec_mark(loaded.spec, service))
+        return ProcessRef(owner, f"owner of port {svc.port}", others=other)
     return ProcessRef(None, "no pid record, unit or listener")
 
 

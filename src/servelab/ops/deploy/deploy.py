@@ -215,6 +215,7 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
     shown.pid, shown.alive, shown.readiness = proc.pid, proc.pid is not None, answer
     if shown.alive:
         shown.pid_source, shown.unrecorded = proc.source, proc.unrecorded
+        shown.other_deployment = proc.others
     read = await read_own_record(
         op.host(service), op.loaded.state_dir, service, spec_mark(op.loaded, service)
     )

@@ -73,6 +73,7 @@ from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
 from servelab.ops.deploy.rollback import files_at_launch
+from servelab.ops.deploy.workerport import others_router, refuse_router
 
 if TYPE_CHECKING:  # every feature's events (ab, soak, case...): imported by what words them
     from servelab.core.progress import ProgressEvent
@@ -342,6 +343,8 @@ async def _stop_unrecorded(
     owner, whose = await _marked_owner(op, service)
     if owner is None:
         return StepOutcome.NOT_RUNNING, evidence
+    if whose is Ownership.UNKNOWN and await others_router(op, service):
+        whose = Ownership.NOT_OURS  # another deployment's router: named, left alone
     if whose is not Ownership.OURS:
         name = await _process_name(op.host(service), owner)
         if whose is Ownership.UNKNOWN:
@@ -427,6 +430,7 @@ async def already_up(op: Operation, service: str) -> Step | None:
     ours = whose is Ownership.OURS
     if not ours:
         await refuse_foreign(op, service, owner)
+        await refuse_router(op, service, owner)
     answer = await readiness(op, service)
     if answer.ok:
         untold = None

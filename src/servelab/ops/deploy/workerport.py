@@ -1,0 +1,81 @@
+"""``up`` over a worker's port a router holds (issue 38, seventeenth pass H1): a spec whose
+prefill or decode url is another deployment's router port never adopts that router as its
+worker.
+
+The real routers write their process title over their argv and environment (``sglang::router``,
+``smg::router``, ``vllm::router``): their mark cannot be read, so
+:func:`~servelab.ops.deploy.collision.refuse_foreign` cannot tell whose they are. Whoever's, a
+router is no engine's worker: the process holding a worker's port that is a router (its title,
+else its console script or ``-m`` module: :func:`~servelab.core.deploy.routers.router_process`)
+fails the step, naming the pid and what it is. A process that is no router (a hand-started
+engine) is adopted as before.
+
+:func:`others_router`: for ``down``, the router on this spec's router port whose owner cannot be
+told (its mark written over) and whose worker list lacks this spec's workers is another
+deployment's: left alone and named, never suggested to be killed.
+"""
+
+from __future__ import annotations
+
+from servelab.core.deploy.routers import router_process
+from servelab.core.printable import printable
+from servelab.errors import HostError, ServiceStartError
+from servelab.io.hosts.host import Host
+from servelab.ops.context import Operation
+from servelab.ops.verify.verify import router_missing
+
+__all__ = ["others_router", "refuse_router"]
+
+#: Bytes of ``/proc/PID/comm`` (the kernel's 16) and ``/proc/PID/cmdline`` read at most: a longer
+#: command line is not read (its process is then not told a router by it).
+_COMM_LIMIT = 256
+_CMDLINE_LIMIT = 1 << 20
+#: The roles an engine's worker serves.
+_WORKER_ROLES = ("prefill", "decode")
+#: Characters of the router's word quoted at most (the process sets its own title).
+_WORD_CHARS = 64
+
+
+async def _router_word(host: Host, pid: int) -> str | None:
+    """The word telling process ``pid`` is a router (None: not one, or it cannot be read): its
+    name (``/proc/PID/comm``), else its command line's first word or ``-m`` module."""
+    for name, limit in (("comm", _COMM_LIMIT), ("cmdline", _CMDLINE_LIMIT)):
+        try:
+            raw = await host.read_file(f"/proc/{pid}/{name}", limit=limit)
+        except HostError:
+            continue
+        sep = b"\0" if name == "cmdline" else b"\n"
+        argv = [word.decode("utf-8", "replace") for word in raw.split(sep)]
+        word = router_process([w for w in argv if w] if name == "comm" else argv)
+        if word is not None:
+            return word
+    return None
+
+
+async def refuse_router(op: Operation, service: str, owner: int) -> None:
+    """Raise :class:`~servelab.errors.ServiceStartError` when ``owner``, the process holding the
+    port of ``service``, a worker (``prefill``, ``decode``; any other role may be a router), is
+    a router."""
+    svc = op.spec.service(service)
+    if svc.role not in _WORKER_ROLES:
+        return
+    host = op.host(service)
+    word = await _router_word(host, owner)
+    if word is None:
+        return
+    if len(word) > _WORD_CHARS:
+        word = word[:_WORD_CHARS] + "…"
+    raise ServiceStartError(
+        f"{service}: port {svc.port} on {host.name} is held by pid {owner}, a router "
+        f"({printable(word)}), not a {svc.role} worker: this spec's {service} url points at "
+        "a router (another deployment's?); not adopted as its worker, not started over it "
+        f"(give {service} its own port)"
+    )
+
+
+async def others_router(op: Operation, service: str) -> bool:
+    """Whether ``service`` is a router whose process, serving its port, lists its workers
+    readably without all of this spec's (it routes for another deployment)."""
+    if op.spec.service(service).role != "router":
+        return False
+    return bool(await router_missing(op, service))
