@@ -57,7 +57,7 @@ def test_clean_answers_say_nothing_and_a_wrong_kv_is_found_at_the_transfer(
     PdEnv(knob=None).write(tmp_path / "env")
     (tmp_path / "servelab.toml").write_text(pd_spec_toml(PdPorts.of(stack), name=NAME, knobs=()))
     loaded = load_spec(tmp_path / "servelab.toml")
-    owner = answers_owner(loaded.spec)  # the deployment's, as `servelab soak` names it
+    owner = answers_owner(loaded)  # the deployment's, as `servelab soak` names it
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         verified = asyncio.run(verify(loaded, layers=("e2e",), ledger=ledger))
         assert verified.ok  # the references, from the good state

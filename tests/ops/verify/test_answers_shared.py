@@ -68,8 +68,8 @@ async def test_same_named_deployments_keep_their_own_references(
         again_b = await _answers(b, ledger)
         assert isinstance(taken_a.data, AnswerProbes), check_detail(taken_a)
         model = taken_a.data.model
-        refs_a = deployment_references(ledger, answers_owner(a.spec), model)
-        refs_b = deployment_references(ledger, answers_owner(b.spec), model)
+        refs_a = deployment_references(ledger, answers_owner(a), model)
+        refs_b = deployment_references(ledger, answers_owner(b), model)
     assert taken_a.code is _C.E2E_ANSWERS_REFERENCES_TAKEN, check_detail(taken_a)
     # b's healthy answers are b's own references, never judged against a's
     assert taken_b.code is _C.E2E_ANSWERS_REFERENCES_TAKEN and taken_b.ok, check_detail(taken_b)
@@ -79,8 +79,8 @@ async def test_same_named_deployments_keep_their_own_references(
     assert again_a.data.references_id != again_b.data.references_id
     assert refs_a is not None and refs_b is not None and refs_a.id != refs_b.id
     assert (refs_a.id, refs_b.id) == (again_a.data.references_id, again_b.data.references_id)
-    assert answers_owner(a.spec) != answers_owner(b.spec)
-    assert answers_owner(a.spec).startswith("servelab/router@local:")
+    assert answers_owner(a) != answers_owner(b)
+    assert answers_owner(a).startswith("servelab/router@local:")
 
 
 async def test_references_stored_by_the_name_alone_are_still_read(
@@ -93,7 +93,7 @@ async def test_references_stored_by_the_name_alone_are_still_read(
         taken = await _answers(a, ledger)
         assert isinstance(taken.data, AnswerProbes) and taken.data.references_id is not None
         model = taken.data.model
-        mine = deployment_references(ledger, answers_owner(a.spec), model)
+        mine = deployment_references(ledger, answers_owner(a), model)
         assert mine is not None and deployment_references(ledger, "servelab", model) is None
     with Ledger.open(tmp_path / "old2.db") as ledger:
         old = AnswerStore(ledger).add(replace(mine, key=answers_mod._key("servelab", model)))

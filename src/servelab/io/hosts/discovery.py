@@ -134,7 +134,7 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
         logs = await service_logs(loaded, service, host)
         if await launched_here(host, owner, spec_mark(loaded, service), logs):
             return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
-        other = await others_mark(host, owner, spec_mark(loaded.spec, service))
+        other = await others_mark(host, owner, spec_mark(loaded, service))
         return ProcessRef(owner, f"owner of port {svc.port}", others=other)
     return ProcessRef(None, "no pid record, unit or listener")
 

@@ -22,7 +22,7 @@ from servelab.core.printable import printable
 from servelab.errors import HostError, ServiceStartError
 from servelab.io.hosts.host import Host
 from servelab.ops.context import Operation
-from servelab.ops.verify.verify import router_missing
+from servelab.ops.verify.verify import router_listing
 
 __all__ = ["others_router", "refuse_router"]
 
@@ -75,7 +75,9 @@ async def refuse_router(op: Operation, service: str, owner: int) -> None:
 
 async def others_router(op: Operation, service: str) -> bool:
     """Whether ``service`` is a router whose process, serving its port, lists its workers
-    readably without all of this spec's (it routes for another deployment)."""
+    readably: another's, without all of this spec's (it routes for another deployment; the rule
+    ``up`` refuses by, :func:`~servelab.ops.deploy.collision.refuse_not_listing`)."""
     if op.spec.service(service).role != "router":
         return False
-    return bool(await router_missing(op, service))
+    listing = await router_listing(op, service)
+    return listing is not None and bool(listing[0]) and bool(listing[1])
