@@ -5,11 +5,13 @@ cannot record (issue 38).
 
 - this machine: the pid records' directory (``<state_dir>/run``: a file is created and removed
   in it) and each existing pid record of the plan (replaced or removed), and the ledger file;
-- each service's host: its log's directory (``<state_dir>/logs``) and log file, the directory of
-  a shell command's status file (``<state_dir>/run`` there), and its backup directory when it
-  has an env file or a ``config_file`` (a copy of each file as the launch reads it is kept there
-  at each launch: what ``restart --rollback`` puts back) or the restart may roll back (then
-  also the env and config files a rollback writes).
+- each service's host: its log's directory (``<state_dir>/logs``) and log file (a regular
+  file, or none yet: a device, a FIFO or a link to one is refused, never written to nor read:
+  :mod:`servelab.io.hosts.logs`), the directory of a shell command's status file
+  (``<state_dir>/run`` there), and its backup directory when it has an env file or a
+  ``config_file`` (a copy of each file as the launch reads it is kept there at each launch: what
+  ``restart --rollback`` puts back) or the restart may roll back (then also the env and config
+  files a rollback writes).
 
 A directory that does not exist yet is created (as the command would); a probe left in an
 append-only directory cannot be removed, and that directory is refused with the rest. A
@@ -28,6 +30,7 @@ from pathlib import Path
 from servelab.errors import CommandTimeout, HostError
 from servelab.io.files import check_directory
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
+from servelab.io.hosts.logs import LOG_REFUSED
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
 
@@ -49,13 +52,15 @@ class Place:
     path: str
     what: str
     directory: bool
+    #: A file that must be a regular one when it exists (a log: never a device or a FIFO).
+    regular: bool = False
 
 
 def _host_places(op: Operation, service: str, *, rollback: bool) -> list[Place]:
     state = op.state_dir(service)
     found = [
         Place(service, f"{state}/logs", f"{service}'s log", True),
-        Place(service, f"{state}/logs/{service}.log", f"{service}'s log", False),
+        Place(service, f"{state}/logs/{service}.log", f"{service}'s log", False, regular=True),
     ]
     if op.spec.service(service).start is not None:
         found.append(Place(service, f"{state}/run", f"{service}'s start status", True))
@@ -95,6 +100,8 @@ def _free_bytes(path: str) -> int | None:
 
 def _local_refused(place: Place) -> str | None:
     """Why ``place`` (on this machine) cannot be written; None: it can."""
+    if place.regular and os.path.exists(place.path) and not os.path.isfile(place.path):
+        return LOG_REFUSED
     if place.directory:
         try:
             check_directory(Path(place.path))
@@ -124,6 +131,8 @@ def _probe_script(checked: list[Place]) -> str:
         else:
             test = f"{{ [ ! -e {path} ] || [ -w {path} ]; }}"
         lines.append(f"{test} 2>/dev/null || printf '%s\\n' {path}")
+        if place.regular:  # exists, and not a regular file (a link followed)
+            lines.append(f"[ ! -e {path} ] || [ -f {path} ] || printf 'other\\t%s\\n' {path}")
         if place.directory:  # its free KiB, where df answers
             kib = MIN_FREE_BYTES // 1024
             lines.append(
@@ -149,6 +158,8 @@ async def _refused_on(op: Operation, service: str, checked: list[Place]) -> list
         full = line.split("\t", 2)
         if len(full) == 3 and full[0] == "full" and full[1].isdigit():
             said.setdefault(full[2], _full(int(full[1]) * 1024))
+        elif len(full) == 2 and full[0] == "other":
+            said[full[1]] = LOG_REFUSED
         else:
             said[line] = ""
     return [(place, said[place.path]) for place in checked if place.path in said]
