@@ -12,16 +12,12 @@ import contextlib
 import os
 from pathlib import Path
 
-import pytest
-
-from servelab.errors import ServiceStartError
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.logs import LOG_NOT_READ, LOG_REFUSED, tail
+from servelab.io.hosts.logs import LOG_NOT_READ, tail
 from servelab.io.hosts.processes import (
     MAX_RECORD_BYTES,
     PidRecord,
     read_pid_record,
-    spawn,
     write_pid_record,
 )
 
@@ -80,17 +76,6 @@ async def test_a_device_or_fifo_log_is_never_read_and_says_so(host: Host, tmp_pa
             said = await asyncio.wait_for(tail(host, path), 30)
             assert said == LOG_NOT_READ + "\n", (path, said)
     assert _peak_mb() - before < BOUND_MB
-
-
-async def test_a_launch_refuses_a_log_that_is_a_device(host: Host, tmp_path: Path) -> None:
-    """What ``up`` does past its pre-flight: the launch script refuses, nothing runs."""
-    log = tmp_path / "logs" / "web.log"
-    log.parent.mkdir()
-    log.symlink_to("/dev/full")
-    with pytest.raises(ServiceStartError) as refused:
-        await spawn(host, service="web", log=str(log), env={}, argv=["sleep", "60"])
-    assert f"log {log}: {LOG_REFUSED}" in str(refused.value)
-    assert log.is_symlink() and os.readlink(log) == "/dev/full"
 
 
 def _record(state: Path) -> PidRecord:

@@ -4,36 +4,27 @@ on its host), and the tail of it a failure quotes.
 A log is a regular file (or none yet: the launch makes it). One that is a device, a FIFO or a
 link to one (``logs/decode.log -> /dev/full``) is never written to, and never read: the
 pre-flight of ``up`` and ``restart`` refuses it before anything stops
-(:mod:`servelab.ops.deploy.writable`), the launch refuses it too (:func:`log_guard`), and its
-tail says so (:data:`LOG_NOT_READ`) instead of reading ``/dev/full`` until memory runs out. A
-regular log is read from its end only (:meth:`~servelab.io.hosts.host.Host.read_tail`): a 2 GB
-log costs what its last lines do.
+(:mod:`servelab.ops.deploy.writable`, :data:`LOG_REFUSED`), and its tail says so
+(:data:`LOG_NOT_READ`) instead of reading ``/dev/full`` until memory runs out. A regular log is
+read from its end only (:meth:`~servelab.io.hosts.host.Host.read_tail`): a 2 GB log costs what
+its last lines do.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Collection
 
 from servelab.core.redaction import redact
 from servelab.errors import HostError
 from servelab.io.hosts.host import NOT_A_REGULAR_FILE, Host
 
-__all__ = ["LOG_NOT_READ", "LOG_REFUSED", "log_guard", "tail"]
+__all__ = ["LOG_NOT_READ", "LOG_REFUSED", "tail"]
 
-#: Why a launch refuses a log that is not a regular file (the launch pre-flight says it first).
+#: Why the pre-flight refuses a log that is not a regular file.
 LOG_REFUSED = (
     f"{NOT_A_REGULAR_FILE} (a device, a FIFO or a link to one): a log is appended to and its "
     "tail read; remove it, and the start makes a new log there"
 )
-
-
-def log_guard(log: str) -> str:
-    """A shell line ending the launch script (status 1, :data:`LOG_REFUSED` on its standard
-    error) when ``log`` exists and is not a regular file."""
-    quoted = shlex.quote(log)
-    said = shlex.quote(f"log {log}: {LOG_REFUSED}")
-    return f"if [ -e {quoted} ] && [ ! -f {quoted} ]; then echo {said} >&2; exit 1; fi"
 
 
 #: What a log's tail says when the log is not a regular file (a device, a FIFO or a link to one:

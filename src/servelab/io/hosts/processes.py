@@ -42,7 +42,6 @@ from servelab.core.redaction import redact, redact_words
 from servelab.errors import CommandTimeout, HostError, ServiceStartError
 from servelab.io.files import write_atomic
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.logs import log_guard
 
 __all__ = [
     "LAUNCHER",
@@ -270,7 +269,7 @@ def launch_script(
             shlex.quote(word)
             for word in ("sh", "-c", wrapper, "servelab-start", command, status_file)
         )
-    lines = [f"mkdir -p {shlex.quote(os.path.dirname(log))}", log_guard(log)]
+    lines = [f"mkdir -p {shlex.quote(os.path.dirname(log))}"]
     if status_file is not None:
         lines.append(f"mkdir -p {shlex.quote(os.path.dirname(status_file))}")
         lines.append(f"rm -f {shlex.quote(status_file)}")
