@@ -22,6 +22,7 @@ from tests.support.generic import generic_service, servelab_in
 from tests.support.peakrss import run_measured
 from tests.support.processes import alive, listening, live_procs_under
 from tests.support.sshd import SshdServer
+from tests.support.tmpfs import tmpfs
 
 #: A generous bound on the peak memory of one servelab command (about 60 MB when bounded).
 BOUND_MB = 300
@@ -37,8 +38,8 @@ def _spec(tmp_path: Path, service: str, server: SshdServer | None = None) -> Pat
     spec = tmp_path / "servelab.toml"
     state = tmp_path / "state"
     spec.write_text(f'name = "g"\nstate_dir = "{state}"\n{hosts}{service}')
-    (state / "logs").mkdir(parents=True)
-    (state / "run").mkdir()
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    (state / "run").mkdir(exist_ok=True)
     return spec
 
 
@@ -125,3 +126,36 @@ def test_status_reads_no_500_mb_pid_record(tmp_path: Path) -> None:
     done, peak_mb = run_measured(["status", "-f", str(spec)], tmp_path / "status.rss")
     assert "Traceback" not in done.stderr and "web" in done.stdout, done.stdout + done.stderr
     assert peak_mb < BOUND_MB, peak_mb
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_restart_with_no_room_for_its_launch_copies_stops_nothing(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    """The pass's LOW: the pre-flight wanted 64 KiB free on the state folder, then the restart
+    stopped the service and failed writing the launch copy of its 600 KiB env file (the
+    service left down); now the copy's size counts, before anything stops."""
+    port = free_port()
+    env = tmp_path / "web.env"
+    env.write_text("A=1\n")
+    table = generic_service("web", port, f'ready_path = "/"\nenv_file = "{env}"\n')
+    with tmpfs(tmp_path / "state", "512k"):
+        spec = _spec(tmp_path, table, _server(where, request))
+        record = tmp_path / "state" / "run" / "web.json"
+        try:
+            code, out, err = servelab_in(tmp_path, "up", "-f", str(spec))
+            assert code == 0, out + err
+            before = record.read_text()
+            pid = json.loads(before)["pid"]
+            env.write_text("A=1\n" + "# a comment line of the env file, kept as it is\n" * 12_800)
+            code, out, err = servelab_in(tmp_path, "restart", "-f", str(spec), "web")
+            assert code == 1, out + err
+            assert f"cannot write {tmp_path}/state/backups/web" in err, err
+            assert "KiB written there (64 KiB, and a copy of each env and config file)" in err
+            assert "(pre-flight: nothing was started or stopped)" in err
+            assert alive(pid) and listening(port) and record.read_text() == before
+        finally:
+            servelab_in(tmp_path, "down", "-f", str(spec))
+            for left in live_procs_under(tmp_path):
+                os.kill(left, signal.SIGKILL)
