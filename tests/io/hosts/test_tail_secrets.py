@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.processes import tail
+from servelab.io.hosts.logs import tail
 
 PLANTED = "Zq8sKx2PlantedValue"
 LOG = f"""starting engine

@@ -33,6 +33,7 @@ from servelab.errors import CommandTimeout, HostError
 from servelab.io.files import write_atomic
 
 __all__ = [
+    "NOT_A_REGULAR_FILE",
     "CommandResult",
     "FileId",
     "Host",
@@ -56,6 +57,10 @@ class CommandResult:
         return self.exit_status == 0
 
 
+#: How a read of a file that is not a regular file (a FIFO, a device, a directory, or a link to
+#: one) is refused, unread (the end of the :class:`~servelab.errors.HostError`'s message).
+NOT_A_REGULAR_FILE = "not a regular file"
+
 #: A regular file's identity: its device and inode (``stat -L``), the same through every path to it.
 FileId = tuple[int, int]
 
@@ -73,6 +78,13 @@ class Host(Protocol):
     ) -> CommandResult: ...
 
     async def read_file(self, path: str, *, limit: int | None = None) -> bytes: ...
+
+    async def read_tail(self, path: str, size: int) -> bytes:
+        """The last ``size`` bytes of the regular file at ``path`` (links followed), read from
+        there (a 2 GB log is never read whole); anything else (a FIFO, a device: ``/dev/full``
+        never ends) is refused unread, the :class:`~servelab.errors.HostError` ending
+        :data:`NOT_A_REGULAR_FILE`."""
+        ...
 
     async def exists(self, path: str) -> bool: ...
 
@@ -167,6 +179,14 @@ class LocalHost:
         except OSError as exc:
             raise HostError(f"{self.name}: cannot read {path}: {exc.strerror}") from exc
 
+    async def read_tail(self, path: str, size: int) -> bytes:
+        try:
+            return await asyncio.to_thread(_read_tail, path, size)
+        except HostError as exc:
+            raise HostError(f"{self.name}: {exc}") from exc
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot read {path}: {exc.strerror}") from exc
+
     async def exists(self, path: str) -> bool:
         return await asyncio.to_thread(os.path.exists, path)
 
@@ -236,12 +256,25 @@ def _read_bounded(path: Path, limit: int | None) -> bytes:
     if limit is None:
         return path.read_bytes()
     if not stat.S_ISREG(path.stat().st_mode):
-        raise HostError(f"cannot read {path}: not a regular file")
+        raise HostError(f"cannot read {path}: {NOT_A_REGULAR_FILE}")
     with path.open("rb") as stream:
         data = stream.read(limit + 1)
     if len(data) > limit:
         raise HostError(f"cannot read {path}: larger than {limit} bytes")
     return data
+
+
+def _read_tail(path: str, size: int) -> bytes:
+    """The last ``size`` bytes of a regular file: looked at before it is opened (a device or a
+    FIFO is never opened, so never waited on), and again once open."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise HostError(f"cannot read {path}: {NOT_A_REGULAR_FILE}")
+    with open(path, "rb") as stream:
+        found = os.fstat(stream.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise HostError(f"cannot read {path}: {NOT_A_REGULAR_FILE}")
+        stream.seek(max(0, found.st_size - size))
+        return stream.read(size)
 
 
 def _write_atomic(path: Path, data: bytes, backup: bool) -> str | None:

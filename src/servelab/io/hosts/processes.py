@@ -30,10 +30,10 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
@@ -49,6 +49,7 @@ __all__ = [
     "LAUNCHER",
     "LAUNCH_TIMEOUT_S",
     "MARK_KEY",
+    "MAX_RECORD_BYTES",
     "SERVICE_MARK",
     "PidRecord",
     "ProcStat",
@@ -67,7 +68,6 @@ __all__ = [
     "spec_mark",
     "state_place",
     "stop_record",
-    "tail",
     "write_pid_record",
 ]
 
@@ -120,6 +120,23 @@ def _record_path(state_dir: Path, service: str, at: str | None = None) -> Path:
     return state_dir / "run" / (f"{service}.json" if at is None else f"{service}@{at}.json")
 
 
+#: The most bytes of a pid record read (one is a few hundred): a larger one is never read whole
+#: (a 500 MB ``run/decode.json`` took ``status`` to 1 GB); it is unreadable, as a broken one is.
+MAX_RECORD_BYTES = 64 * 1024
+
+
+def _record_bytes(path: Path) -> bytes | None:
+    """The record file's bytes; None when it is not a regular file of at most
+    :data:`MAX_RECORD_BYTES` (a FIFO is never opened nor waited on, a device never opened)."""
+    if not S_ISREG(os.stat(path).st_mode):
+        return None
+    with path.open("rb") as stream:
+        if not S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        data = stream.read(MAX_RECORD_BYTES + 1)
+    return data if len(data) <= MAX_RECORD_BYTES else None
+
+
 def write_pid_record(state_dir: Path, record: PidRecord, at: str | None = None) -> Path:
     path = _record_path(state_dir, record.service, at)
     write_atomic(path, (json.dumps(record.to_json(), indent=2) + "\n").encode(), parents=True)
@@ -127,11 +144,12 @@ def write_pid_record(state_dir: Path, record: PidRecord, at: str | None = None) 
 
 
 def read_pid_record(state_dir: Path, service: str, at: str | None = None) -> PidRecord | None:
-    """The service's pid record, or None (missing or unreadable: treated as not started)."""
+    """The service's pid record, or None (missing or unreadable: treated as not started; so is
+    one over :data:`MAX_RECORD_BYTES`, a FIFO or a device, never read whole nor waited on)."""
     path = _record_path(state_dir, service, at)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return PidRecord(**data)
+        raw = _record_bytes(path)
+        return None if raw is None else PidRecord(**json.loads(raw.decode("utf-8")))
     except (OSError, ValueError, TypeError):
         return None
 
@@ -361,14 +379,19 @@ async def _session_leader_stat(host: Host, pid: int) -> ProcStat | None:
     return stat
 
 
+#: The most bytes of a status file read: an exit status and its newline.
+_STATUS_BYTES = 64
+
+
 async def command_status(host: Host, record: PidRecord) -> int | None:
     """The exit status a wrapped shell command wrote, or None while it runs (or if unknown)."""
     if record.status_file is None:
         return None
     try:
-        text = (await host.read_file(record.status_file)).decode().strip()
-    except HostError:
+        raw = await host.read_file(record.status_file, limit=_STATUS_BYTES)
+    except HostError:  # unreadable, not a regular file, or larger than an exit status
         return None
+    text = raw.decode("utf-8", "replace").strip()
     return int(text) if text.lstrip("-").isdigit() else None
 
 
@@ -423,20 +446,3 @@ async def stop_record(host: Host, record: PidRecord, *, grace: float) -> StepOut
             break
         await asyncio.sleep(0.1)
     return StepOutcome.KILLED
-
-
-async def tail(
-    host: Host, path: str, *, max_bytes: int = 1500, secrets: Collection[str] = ()
-) -> str:
-    """The whole lines in the last ``max_bytes`` of a (log) file, with every one of ``secrets``
-    (the service's env values) redacted (:func:`~servelab.core.redaction.redact`); "" when
-    it cannot be read. A line cut by the start of the tail is left out: a value it held would
-    show in part."""
-    try:
-        data = await host.read_file(path)
-    except HostError:
-        return ""
-    text = data[-max_bytes:].decode("utf-8", "replace")
-    if len(data) > max_bytes:
-        text = text.partition("\n")[2]
-    return redact(text, secrets)

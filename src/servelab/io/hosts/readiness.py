@@ -17,7 +17,8 @@ from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.probe import ProbeResult
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.processes import PidRecord, command_status, is_alive, tail
+from servelab.io.hosts.logs import tail
+from servelab.io.hosts.processes import PidRecord, command_status, is_alive
 from servelab.io.http.client import probe
 
 __all__ = ["Readiness", "wait_answering", "wait_ready"]

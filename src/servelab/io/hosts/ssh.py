@@ -20,6 +20,7 @@ from servelab.core.deploy.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError, SSHError
 from servelab.io.files import REMOTE_WRITE_SCRIPT
 from servelab.io.hosts.host import (
+    NOT_A_REGULAR_FILE,
     CommandResult,
     FileId,
     backup_name,
@@ -99,14 +100,32 @@ class SSHHost:
         return result
 
     async def read_file(self, path: str, *, limit: int | None = None) -> bytes:
-        conn = await self._connection()
         quoted = shlex.quote(path)
         cmd = f"cat -- {quoted}"
         if limit is not None:
             cmd = (
-                f'if [ ! -f {quoted} ]; then echo "not a regular file" >&2; exit 1; fi; '
+                f"if [ ! -f {quoted} ]; then echo '{NOT_A_REGULAR_FILE}' >&2; exit 1; fi; "
                 f"head -c {limit + 1} -- {quoted}"
             )
+        data = await self._read(path, cmd)
+        if limit is not None and len(data) > limit:
+            raise HostError(f"{self.name}: cannot read {path}: larger than {limit} bytes")
+        return data
+
+    async def read_tail(self, path: str, size: int) -> bytes:
+        """``tail -c SIZE`` of a regular file (it seeks: a 2 GB log is not read whole); anything
+        else refused unread (:meth:`~servelab.io.hosts.host.Host.read_tail`)."""
+        quoted = shlex.quote(path)
+        cmd = (
+            f"[ -e {quoted} ] || {{ echo 'No such file or directory' >&2; exit 1; }}; "
+            f"[ -f {quoted} ] || {{ echo '{NOT_A_REGULAR_FILE}' >&2; exit 1; }}; "
+            f"tail -c {int(size)} -- {quoted}"
+        )
+        return await self._read(path, cmd)
+
+    async def _read(self, path: str, cmd: str) -> bytes:
+        """``cmd``'s standard output as bytes (a file read); a failure names ``path``."""
+        conn = await self._connection()
         try:
             result = await conn.run(cmd, timeout=30, encoding=None)
         except (OSError, asyncssh.Error) as exc:
@@ -114,10 +133,7 @@ class SSHHost:
         if result.exit_status != 0:
             raise HostError(f"{self.name}: cannot read {path}: {_text(result.stderr).strip()}")
         out = result.stdout
-        data = out if isinstance(out, bytes) else (out or "").encode()
-        if limit is not None and len(data) > limit:
-            raise HostError(f"{self.name}: cannot read {path}: larger than {limit} bytes")
-        return data
+        return out if isinstance(out, bytes) else (out or "").encode()
 
     async def exists(self, path: str) -> bool:
         result = await self.run(f"test -e {shlex.quote(path)}", timeout=self._file_timeout)
