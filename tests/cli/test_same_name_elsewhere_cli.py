@@ -15,6 +15,7 @@ import pytest
 from tests.support import free_ports
 from tests.support.generic import generic_service, servelab_in
 from tests.support.processes import alive, listening, live_procs_under
+from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
 
 
 @pytest.fixture
@@ -53,3 +54,43 @@ def test_a_copy_with_its_own_state_folder_never_adopts_or_stops_the_first(
     assert code == 0, err
     assert json.loads(out)["steps"][0]["outcome"] == "stopped"
     assert not alive(pid) and not listening(port)
+
+
+@pytest.fixture
+def linked_logs(tmp_path: Path) -> Iterator[tuple[Path, Path, PdPorts]]:
+    """One simulated PD spec copied to ``h1`` and ``h2``, each with its own state folder whose
+    ``logs`` is a link to one shared folder."""
+    ports = PdPorts.free(proxy=False)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    h1, h2 = tmp_path / "h1", tmp_path / "h2"
+    for root in (h1, h2):
+        (root / "state").mkdir(parents=True)
+        (root / "state" / "logs").symlink_to(shared)
+        PdEnv().write(root / "env")
+        (root / "servelab.toml").write_text(pd_spec_toml(ports))
+    try:
+        yield h1, h2, ports
+    finally:
+        servelab_in(h2, "down")
+        servelab_in(h1, "down")
+    assert live_procs_under(tmp_path) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_log_shared_through_a_link_proves_no_router_its_own(
+    linked_logs: tuple[Path, Path, PdPorts],
+) -> None:
+    """The eighteenth pass, H1: the real router writes its title over its environment (no mark),
+    so a process writing to the service's log was this deployment's; ``h2``'s ``down`` stopped
+    ``h1``'s router through a ``logs`` folder both link to. A log reached through a link under
+    the state folder proves nothing."""
+    h1, h2, ports = linked_logs
+    code, _, err = servelab_in(h1, "up")
+    assert code == 0, err
+    router = json.loads((h1 / "state" / "run" / "router.json").read_text())["pid"]
+    servelab_in(h2, "down", "--json")
+    assert alive(router) and listening(ports.router)
+    code, _, err = servelab_in(h1, "down", "--json")  # its own: by its pid record
+    assert code == 0, err
+    assert not alive(router) and not listening(ports.router)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.io.hosts.processes import state_place
+from servelab.io.hosts.place import read_place
 from tests.support import free_ports
 from tests.support.generic import HTTP_SERVER, generic_service, servelab_in
 from tests.support.processes import alive, listening, live_procs_under
@@ -30,7 +30,7 @@ def prod_up(tmp_path: Path) -> Iterator[tuple[Path, list[int], int]]:
         code, _, err = servelab_in(tmp_path, "up", "-f", "prod.toml")
         assert code == 0, err
         record = json.loads((tmp_path / ".servelab" / "run" / "a.json").read_text())
-        place = state_place(str(tmp_path / ".servelab"))
+        place = read_place(tmp_path / ".servelab")  # made by the first launch
         assert record["extra"]["mark"] == f"prod/a@local:{ports[0]}#{place}"
         yield tmp_path, ports, record["pid"]
     finally:

@@ -236,7 +236,14 @@ def test_an_ordinary_header_or_log_key_in_free_text_stays(text: str) -> None:
      ("foo: token=abc123456789", "foo: token=***"),
      ("note: secret abc123def456ghi789", "note: secret ***"),
      ("foo=token=abc123456789", "foo=token=***"),
-     ("run: password=abc123456789, port: 80", "run: password=***, port: 80")],
+     ("run: password=abc123456789, port: 80", "run: password=***, port: 80"),
+     # the eighteenth pass: quoted, after "was:", a dash or an arrow, and more secret words
+     ('db password is "Hunter2x9q"', 'db password is "***"'),
+     ("admin password was: Zebra7731k, and token `Tk9988abc`",
+      "admin password was: ***, and token `***`"),
+     ("password - Zebra7731k", "password - ***"),
+     ("password \u2192 Zebra7731k", "password \u2192 ***"),
+     ("pwd Zebra7731k", "pwd ***"), ("credentials Zebra7731k", "credentials ***")],
 )  # fmt: skip
 def test_a_secret_after_a_bare_secret_word_or_as_a_keys_whole_value_is_masked(
     text: str, kept: str
@@ -250,7 +257,8 @@ def test_a_secret_after_a_bare_secret_word_or_as_a_keys_whole_value_is_masked(
      "the password is strong enough", "token usage: 0.00", "token 12 of 4096",
      "password reset for user42", "max_total_tokens 4096", "tokens abc123def",
      "secret-santa abc123", "api key rotation v2", "time per output token 12.5ms/tok",
-     "first token 123456ms", "url: https://h/x?a=b", "mode: sorted"],
+     "first token 123456ms", "url: https://h/x?a=b", "mode: sorted", "password-reset flow",
+     'the "token" field', "credentials - see the vault"],
 )  # fmt: skip
 def test_prose_after_a_secret_word_is_kept(text: str) -> None:
     """No over-masking: a word after ``secret``/``password``/``token`` is masked only when it

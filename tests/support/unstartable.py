@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from servelab.io.hosts.processes import state_place
+from servelab.io.hosts.place import read_place
 from tests.support import free_ports
 from tests.support.history import K
 
@@ -47,9 +47,11 @@ def same_named(root: Path) -> tuple[Path, Path]:
 
 def mark(spec: Path) -> str:
     """The mark of an :func:`unstartable_spec`'s ``decode``: ``name/decode@local:<port>#<place>``
-    (its state folder ``state`` beside it)."""
+    (the id of its state folder ``state`` beside it)."""
     text = spec.read_text()
     name = re.search(r'^name = "([^"]+)"', text, re.M)
     port = re.search(r"^url = \"http://127\.0\.0\.1:(\d+)\"", text, re.M)
     assert name is not None and port is not None, text
-    return f"{name[1]}/decode@local:{port[1]}#{state_place(str(spec.parent / 'state'))}"
+    place = read_place(spec.parent / "state")  # made by its first change or launch
+    assert place is not None, spec
+    return f"{name[1]}/decode@local:{port[1]}#{place}"

@@ -1,10 +1,11 @@
-"""A secret typed in prose (part of the one redaction policy, :mod:`servelab.core.redaction`,
-which calls :func:`mask_prose`): the word after a bare secret-looking word, with blanks (and
-``is``/``was``) between and no ``:`` or ``=`` (a note's ``secret X``, ``my password is X``,
-``token X``, ``api key X``), masked when it is shaped like a secret: letters and digits mixed and
-not a measure (``token 12.5ms/tok``, ``v2.1``), or a long run of letters of both cases and
-digits (an encoded key). Prose stays: ``the secret sauce``, ``the password is strong enough``.
-A pair in that word (``token kind=x``) is the key rule's.
+"""A secret typed in prose (part of the one redaction policy, :mod:`servelab.core.redaction`, which
+calls :func:`mask_prose`): the word after a bare secret-looking word, with blanks (and
+``is``/``was``, a ``:``, a dash or an arrow) between, quoted or not (a note's ``secret X``, ``my
+password is "X"``, ``password was: X``, ``token `X```, ``password - X``, ``api key X``), masked
+when it is shaped like a secret: letters and digits mixed and not a measure (``token
+12.5ms/tok``, ``v2.1``), or a long run of letters of both cases and digits (an encoded key).
+Prose stays: ``the secret sauce``, ``the password is strong enough``. A pair in that word
+(``token kind=x``) is the key rule's.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ __all__ = ["mask_prose"]
 #: A secret-looking word and the word after it (up to a quote or an angle bracket: an XML
 #: element's ``<ns:Token kind="a">`` is no prose).
 _BARE = re.compile(
-    r"(?P<head>(?<![A-Za-z0-9])(?i:secret|password|passwd|passphrase|passcode|token|api[ _-]?key)"
-    r"[^\S\n]+(?:(?i:is|was)[^\S\n]+)?)(?P<value>[^\s*<>\"'`=][^\s<>\"'`]*)"
+    r"(?P<head>(?<![A-Za-z0-9])"
+    r"(?i:secret|password|passwd|pwd|passphrase|passcode|credentials?|token|api[ _-]?key)"
+    r"(?:[^\S\n]+(?i:is|was))?"
+    r"(?:[^\S\n]*(?::|->|\u2192|-|\u2013|\u2014)[^\S\n]*|[^\S\n]+)[\"'`]?)"
+    r"(?P<value>[^\s*<>\"'`=][^\s<>\"'`]*)"
 )
 #: What a word after such a word may be without being its value: a number, with a unit or not
 #: (``12.5ms/tok``, ``4096``, ``12%``), a version (``v2.1``).

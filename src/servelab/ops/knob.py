@@ -43,6 +43,7 @@ from servelab.io.hosts.envfiles import (
     read_env_bytes,
     read_env_file,
 )
+from servelab.io.hosts.place import make_place
 from servelab.io.hosts.processes import spec_mark
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -385,6 +386,7 @@ def _record_change(
     """Record the change in the operation's ledger (None: no ledger)."""
     if op.ledger is None:
         return None
+    make_place(op.loaded.state_dir)  # the change names this folder's deployment (its id)
     return op.ledger.add(
         KnobChangeRecord(
             id=0,

@@ -3,8 +3,12 @@ its live process carries; a dead older record without one stays this deployment'
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
+from servelab.errors import HostError
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ownrecord import (
     OwnRecord,
@@ -13,11 +17,11 @@ from servelab.io.hosts.ownrecord import (
     read_own_record,
     same_deployment,
 )
+from servelab.io.hosts.place import make_place, read_place
 from servelab.io.hosts.processes import (
     PidRecord,
     read_pid_record,
     service_mark,
-    state_place,
     write_pid_record,
 )
 
@@ -90,25 +94,51 @@ def test_a_ledger_rows_deployment_is_told_by_mark_and_an_older_rows_by_name() ->
 
 def test_one_name_and_address_in_two_state_folders_are_two_deployments(tmp_path: Path) -> None:
     """The seventeenth pass, H1: two copies of one spec, each with its own state folder, serving
-    one address: the mark's place (a digest of the state folder) tells them apart; a mark written
+    one address: the mark's place (the state folder's id) tells them apart; the eighteenth, H2:
+    the id moves with the folder (a renamed folder is the same deployment); a mark written
     before marks named the place (same name, service, address) is still this deployment's."""
     one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir()
+    assert read_place(one) is None  # nothing launched from it yet
+    place = make_place(one)
+    assert make_place(one) == place == read_place(one) and len(place) == 16
     (tmp_path / "link").symlink_to(one)
-    place = state_place(str(one))
-    assert state_place(str(tmp_path / "link")) == place  # the real path
-    assert state_place(str(two)) != place
+    assert read_place(tmp_path / "link") == place  # another path to it
+    one.rename(tmp_path / "moved")
+    assert read_place(tmp_path / "moved") == place  # moved with it
+    assert make_place(two) != place
+    assert make_place(Path("/proc/self/no-such")) is None  # cannot be written: no place
     a = service_mark("servelab", "decode", "local:9", place)
-    b = service_mark("servelab", "decode", "local:9", state_place(str(two)))
-    assert a == f"servelab/decode@local:9#{place}" and len(place) == 8
+    b = service_mark("servelab", "decode", "local:9", read_place(two))
+    assert a == f"servelab/decode@local:9#{place}"
     assert same_deployment(a, a) and not same_deployment(b, a) and not same_deployment(a, b)
     assert not made_by(b, a) and not made_by(a, b)
     older = "servelab/decode@local:9"
     assert same_deployment(older, a) and made_by(older, a)
+    assert not same_deployment(a, older)  # a place is another's to a folder with none
     assert not same_deployment("servelab/decode@local:8", a)
     assert not same_deployment("servelab/prefill@local:9", a)
     assert same_deployment("servelab/decode", a)  # older still: no address
     assert named_deployment(b, a) == "servelab@local:9 (another state folder)"
-    assert named_deployment(service_mark("servelab", "decode", "local:8", "0" * 8), a) == (
+    assert named_deployment(service_mark("servelab", "decode", "local:8", "0" * 16), a) == (
         "servelab@local:8"
     )
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo", "large", "foreign", "dir"])
+def test_an_id_that_is_not_one_is_no_place_and_never_replaced(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "id"
+    if kind == "link":
+        (tmp_path / "target").write_text("0123456789abcdef\n")
+        path.symlink_to(tmp_path / "target")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "large":
+        path.write_text("0123456789abcdef" * 100)
+    elif kind == "foreign":
+        path.write_text("sk-secret-not-an-id\n")
+    else:
+        path.mkdir()
+    assert read_place(tmp_path) is None  # never waits on the FIFO, never follows the link
+    with pytest.raises(HostError, match="is not servelab's id of this state folder"):
+        make_place(tmp_path)
+    assert path.is_symlink() == (kind == "link") and os.path.lexists(path)  # left as it was

@@ -15,6 +15,7 @@ passwords) is narrowed away inside it.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -159,9 +160,16 @@ async def service_logs(loaded: LoadedSpec, service: str, host: Host) -> tuple[st
     at = spec_address(loaded.spec, service)
     mark = spec_mark(loaded, service)
     taken = await others_places(host, loaded.state_dir, service, mark)
-    return tuple(
-        service_log(state_dir, service, place) for place in (None, at) if place not in taken
-    )
+    logs = [service_log(state_dir, service, p) for p in (None, at) if p not in taken]
+    return tuple(log for log in logs if not host.is_local or _in_folder(log, state_dir))
+
+
+def _in_folder(log: str, state_dir: str) -> bool:
+    """Whether ``log`` is a file of the state folder itself, not reached through a link under it
+    (a ``logs`` folder or a log linked elsewhere may be another state folder's too: writing to it
+    proves nothing, the eighteenth pass, H1; the state folder itself may be reached by a link)."""
+    inside = os.path.join(os.path.realpath(state_dir), os.path.relpath(log, state_dir))
+    return os.path.realpath(log) == os.path.normpath(inside)
 
 
 async def _writes_to(host: Host, pid: int, logs: Sequence[str]) -> bool:

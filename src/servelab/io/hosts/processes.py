@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -43,6 +42,7 @@ from servelab.core.redaction import redact, redact_words
 from servelab.errors import CommandTimeout, HostError, ServiceStartError
 from servelab.io.files import write_atomic
 from servelab.io.hosts.host import Host
+from servelab.io.hosts.place import read_place
 from servelab.io.specfile import LoadedSpec
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
     "spawn",
     "spec_address",
     "spec_mark",
-    "state_place",
     "stop_record",
     "write_pid_record",
 ]
@@ -190,20 +189,14 @@ def service_mark(
 ) -> str:
     """The value of :data:`SERVICE_MARK` for ``service`` of the deployment named ``deployment``,
     serving at ``address`` (``<host>:<port>``), its pid records in the state folder ``place``
-    (:func:`state_place`): ``<deployment>/<service>@<address>#<place>``. The address tells apart
-    two specs of one name sharing a state folder (issue 38 H1); the place, two specs of one name
-    and one address with their own state folders (the seventeenth pass, H1: the second adopted
-    the first's process and stopped it). A mark without the place, or without the address too,
-    is an older servelab's."""
+    (:mod:`servelab.io.hosts.place`): ``<deployment>/<service>@<address>#<place>``. The address
+    tells apart two specs of one name sharing a state folder (issue 38 H1); the place, two specs
+    of one name and one address with their own state folders (the seventeenth pass, H1: the
+    second adopted the first's process and stopped it). A mark without the place (nothing
+    launched from the folder yet, or an older servelab's), or without the address too (older
+    still), is compared as :func:`~servelab.io.hosts.ownrecord.same_deployment` says."""
     mark = f"{deployment}/{service}" + ("" if address is None else f"@{address}")
     return mark if address is None or place is None else f"{mark}#{place}"
-
-
-def state_place(state_dir: str) -> str:
-    """Eight hex digits naming a state folder in marks: a digest of its real path on this machine
-    (links resolved), where the pid records and the lock are, whatever host a service is on."""
-    path = os.path.realpath(state_dir)
-    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
 def spec_address(spec: DeploymentSpec, service: str) -> str:
@@ -220,8 +213,9 @@ def service_log(state_dir: str, service: str, at: str | None = None) -> str:
 
 def spec_mark(loaded: LoadedSpec, service: str) -> str:
     """The mark of ``service`` of the loaded spec: its name, the service, the service's host and
-    port, and its state folder (:func:`state_place`)."""
-    spec, place = loaded.spec, state_place(str(loaded.state_dir))
+    port, and its state folder's id (:func:`~servelab.io.hosts.place.read_place`; none before
+    anything was launched from it)."""
+    spec, place = loaded.spec, read_place(loaded.state_dir)
     return service_mark(spec.name, service, spec_address(spec, service), place)
 
 

@@ -54,6 +54,7 @@ from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceSta
 from servelab.io.hosts.discovery import Ownership, owner_of, service_logs, unit_main_pid
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ownrecord import record_place
+from servelab.io.hosts.place import make_place
 from servelab.io.hosts.processes import (
     MARK_KEY,
     PidRecord,
@@ -86,10 +87,6 @@ _PROBE_TIMEOUT_S = 5.0
 def _log_path(op: Operation, service: str, at: str | None = None) -> str:
     """``logs/<service>.log``; kept aside (``at``, :func:`write_own`): ``<service>@<at>.log``."""
     return service_log(op.state_dir(service), service, at)
-
-
-def _mark(op: Operation, service: str) -> str:
-    return spec_mark(op.loaded, service)
 
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
@@ -153,9 +150,10 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     argv = service_argv(op.spec, service, sys.executable)
     if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
         argv += ["--config", str(op.loaded.path(svc.config_file))]
+    make_place(op.loaded.state_dir)  # the first launch from this folder makes its id (marks)
     # Another deployment's live record holds the service's place (a shared state folder): its
     # log and status file are kept aside too, under the service's address, as its record is.
-    at = await record_place(host, op.loaded.state_dir, service, _mark(op, service))
+    at = await record_place(host, op.loaded.state_dir, service, spec_mark(op.loaded, service))
     named = service if at is None else f"{service}@{at}"
     status_file = None if argv is not None else f"{op.state_dir(service)}/run/{named}.status"
     # The copies of the env and config files are taken before the launch: nothing that can fail
@@ -174,7 +172,7 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
         cwd=str(op.loaded.base_dir) if host.is_local else None,
         unit=svc.unit,
         args_env=svc.args_env if argv is not None else None,
-        mark=_mark(op, service),
+        mark=spec_mark(op.loaded, service),
     )
     if launched:
         record = replace(record, extra={**record.extra, **launched})
@@ -251,7 +249,7 @@ def _record_of(op: Operation, service: str, stat: ProcStat, why: str) -> PidReco
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         command=svc.start,
         unit=svc.unit,
-        extra={"adopted": why, MARK_KEY: _mark(op, service)},
+        extra={"adopted": why, MARK_KEY: spec_mark(op.loaded, service)},
     )
 
 
@@ -328,7 +326,7 @@ async def _marked_owner(op: Operation, service: str) -> tuple[int | None, Owners
     if owner is None:
         return None, Ownership.NOT_OURS
     logs = await service_logs(op.loaded, service, host)
-    return owner, await owner_of(host, owner, _mark(op, service), logs)
+    return owner, await owner_of(host, owner, spec_mark(op.loaded, service), logs)
 
 
 async def _stop_unrecorded(
