@@ -94,3 +94,33 @@ def test_a_log_shared_through_a_link_proves_no_router_its_own(
     code, _, err = servelab_in(h1, "down", "--json")  # its own: by its pid record
     assert code == 0, err
     assert not alive(router) and not listening(ports.router)
+
+
+def test_a_deployment_whose_folder_was_moved_is_still_itself(tmp_path: Path) -> None:
+    """The eighteenth pass, H2/M2: the place was a digest of the state folder's path, so after
+    ``mv g g2`` the deployment's own processes were another's (``down`` left them, exit 1) and
+    its answer references were lost. The place is the folder's id and moves with it."""
+    (port,) = free_ports(1)
+    first = tmp_path / "g"
+    first.mkdir()
+    (first / "servelab.toml").write_text(generic_service("a", port, 'ready_path = "/"\n'))
+    moved = tmp_path / "g2"
+    try:
+        code, _, err = servelab_in(first, "up")
+        assert code == 0, err
+        assert (first / ".servelab" / "id").is_file()
+        first.rename(moved)
+        _, out, err = servelab_in(moved, "status", "--json")  # its http.server's folder moved
+        (row,) = json.loads(out)
+        assert row["alive"] and row.get("other_deployment") is None, out + err
+        assert "another" not in row["pid_source"], row
+        pid = row["pid"]
+        code, out, err = servelab_in(moved, "down", "--json")
+        assert code == 0, out + err
+        assert json.loads(out)["steps"][0]["outcome"] == "stopped", out
+        assert not alive(pid) and not listening(port)
+    finally:
+        for root in (first, moved):
+            if root.exists():
+                servelab_in(root, "down")
+    assert live_procs_under(tmp_path) == []
