@@ -1,6 +1,6 @@
 """``ab --answers gate --keep candidate`` (or the candidate's value) on a real stack whose
 candidate's answers are inconclusive: the incident's bf16 index keys on the simulator (one greedy
-answer in three altered above 16 running requests), with too few probe pairs to show it. Issue
+answer in three altered above 16 running requests), with too few probe pairs to show a change. Issue
 38, fifteenth pass (H4): the A/B kept the candidate its own headline said was "not kept on its
 speed alone", exit 0. A file of its own: it brings up its own stack."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.answers.rule import MIN_PAIRS
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
@@ -37,8 +38,12 @@ def test_a_candidate_whose_answers_were_not_shown_unchanged_is_kept_by_no_spelli
             )  # fmt: skip
             doc = json.loads(result.stdout)
             verdict = doc["answers"]["verdict"]
+            # Inconclusive by too few pairs whatever the machine's load: the bf16 keys garble
+            # an answer only in decode steps over 16 running requests, which a busy client does
+            # not always reach (CI twice: 0 of 4 wrong, with 16- and with 48-token answers); the
+            # keep rule reads the outcome only (H4: it kept an inconclusive candidate)
             assert verdict["outcome"] == "inconclusive", verdict
-            assert verdict["candidate_wrong"] > verdict["baseline_wrong"], verdict
+            assert verdict["n"] < MIN_PAIRS, verdict
             assert "kept" not in doc and doc["restored"] is True, doc
             assert doc["not_kept"] == "answers not shown unchanged"
             assert result.returncode == 1, result.stderr
