@@ -14,6 +14,7 @@ from servelab.core.deploy.refusals import (
     PortHeld,
     PortRefused,
     Recorded,
+    RouterOnWorkerPort,
     RunRefused,
     SpecToUse,
 )
@@ -28,6 +29,18 @@ def test_another_deployments_mark_is_quoted_escaped_and_cut() -> None:
     assert "\x1b" not in said and "marked \\x1b[2Jno-name" in said, said
     long = refusal_words(PortHeld("prefill", 9, "local", 7, "d/" + "s" * 10_000))
     assert len(long) < 400 and "…" in long
+
+
+def test_a_router_on_a_workers_port_is_named_escaped_and_cut() -> None:
+    """The seventeenth pass, H3: the router's process title is that process's to set."""
+    said = refusal_words(RouterOnWorkerPort("decode", "decode", 9, "local", 7, "sglang::router"))
+    assert said == (
+        "decode: port 9 on local is held by pid 7, a router (sglang::router), not a decode "
+        "worker: this spec's decode url points at a router (another deployment's?); not adopted "
+        "as its worker, not started over it (give decode its own port)"
+    )
+    odd = refusal_words(RouterOnWorkerPort("p", "prefill", 9, "local", 7, "\x1b]0;x" * 100))
+    assert "\x1b" not in odd and "…" in odd and len(odd) < 400, odd
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from servelab.core.deploy.refusals import (
     Recorded,
     Refusal,
     RouterNotListing,
+    RouterOnWorkerPort,
     SpecToUse,
 )
 from servelab.core.printable import printable
@@ -81,6 +82,10 @@ def _not_as_left(r: NotAsLeft) -> str:
     )
 
 
+#: Characters of a router's process title quoted at most (the process sets its own title).
+_WORD_CHARS = 64
+
+
 def _of_deployment(mark: str) -> str:
     """``<deployment>/<service>@<address>#<place>`` as words: ``service@address of deployment
     NAME`` (its state folder's place left out; control characters escaped, cut to
@@ -129,4 +134,13 @@ def refusal_words(refusal: Refusal) -> str:
                 f"this deployment that does not list {', '.join(missing)}: this spec's router "
                 "port is another router's; not started over it (give this spec another router "
                 "port)"
+            )
+        case RouterOnWorkerPort(service, role, port, host, pid, word):
+            if len(word) > _WORD_CHARS:
+                word = word[:_WORD_CHARS] + "…"
+            return (
+                f"{service}: port {port} on {host} is held by pid {pid}, a router "
+                f"({printable(word)}), not a {role} worker: this spec's {service} url points at "
+                "a router (another deployment's?); not adopted as its worker, not started over it "
+                f"(give {service} its own port)"
             )

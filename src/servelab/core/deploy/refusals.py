@@ -27,6 +27,7 @@ __all__ = [
     "Recorded",
     "Refusal",
     "RouterNotListing",
+    "RouterOnWorkerPort",
     "RunRefused",
     "SpecToUse",
 ]
@@ -138,6 +139,19 @@ class RouterNotListing:
     missing: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class RouterOnWorkerPort:
+    """``up``: the worker ``service``'s (its ``role``: prefill, decode) ``port`` on ``host`` is
+    held by ``pid``, a router (``word``: its process title or launcher, that process's to set)."""
+
+    service: str
+    role: str
+    port: int
+    host: str
+    pid: int
+    word: str
+
+
 #: Every refusal; the words ``match`` on it (mypy names a missing case).
 Refusal = (
     AnothersRun
@@ -147,6 +161,7 @@ Refusal = (
     | NotAsLeft
     | PortHeld
     | RouterNotListing
+    | RouterOnWorkerPort
 )
 
 
@@ -180,6 +195,6 @@ class CaseRefused(CaseError):
 class PortRefused(ServiceStartError):
     """``up`` refused a service's step (exit 1): its port is another deployment's."""
 
-    def __init__(self, refusal: PortHeld | RouterNotListing) -> None:
+    def __init__(self, refusal: PortHeld | RouterNotListing | RouterOnWorkerPort) -> None:
         super().__init__(_fields(refusal))
         self.refusal = refusal

@@ -24,7 +24,7 @@ from servelab.io.hosts.processes import spec_mark
 from servelab.ops.context import Operation
 from servelab.ops.verify.verify import router_listing
 
-__all__ = ["refuse_foreign", "refuse_not_listing"]
+__all__ = ["refuse_foreign", "refuse_not_listing", "routes_for_another"]
 
 
 async def refuse_foreign(op: Operation, service: str, owner: int) -> None:
@@ -36,6 +36,14 @@ async def refuse_foreign(op: Operation, service: str, owner: int) -> None:
         raise PortRefused(PortHeld(service, port, host.name, owner, other))
 
 
+def routes_for_another(listing: tuple[tuple[str, ...], tuple[str, ...]] | None) -> bool:
+    """Whether a router's worker list (:func:`~servelab.ops.verify.verify.router_listing`: the
+    spec's workers it lacks, the URLs it lists that are none of the spec's) is another
+    deployment's: it lists another's workers and lacks some of this spec's. One listing none, or
+    only some of this spec's, may be a router workers register with later."""
+    return listing is not None and bool(listing[0]) and bool(listing[1])
+
+
 async def refuse_not_listing(op: Operation, service: str, owner: int) -> RouterUntold | None:
     """Raise :class:`~servelab.core.deploy.refusals.PortRefused` when ``service``, a router found
     ready on its port that this deployment did not start, lists another's workers and not all of
@@ -45,8 +53,8 @@ async def refuse_not_listing(op: Operation, service: str, owner: int) -> RouterU
     listing = await router_listing(op, service)
     if listing is None:
         return RouterUntold(None)
-    missing, others = listing
-    if missing and others:
+    missing, _ = listing
+    if routes_for_another(listing):
         host, port = op.host(service), op.spec.service(service).port
         raise PortRefused(RouterNotListing(service, port, host.name, owner, missing))
     return RouterUntold(missing) if missing else None

@@ -17,11 +17,12 @@ deployment's: left alone and named, never suggested to be killed.
 
 from __future__ import annotations
 
+from servelab.core.deploy.refusals import PortRefused, RouterOnWorkerPort
 from servelab.core.deploy.routers import router_process
-from servelab.core.printable import printable
-from servelab.errors import HostError, ServiceStartError
+from servelab.errors import HostError
 from servelab.io.hosts.host import Host
 from servelab.ops.context import Operation
+from servelab.ops.deploy.collision import routes_for_another
 from servelab.ops.verify.verify import router_listing
 
 __all__ = ["others_router", "refuse_router"]
@@ -32,8 +33,6 @@ _COMM_LIMIT = 256
 _CMDLINE_LIMIT = 1 << 20
 #: The roles an engine's worker serves.
 _WORKER_ROLES = ("prefill", "decode")
-#: Characters of the router's word quoted at most (the process sets its own title).
-_WORD_CHARS = 64
 
 
 async def _router_word(host: Host, pid: int) -> str | None:
@@ -53,9 +52,9 @@ async def _router_word(host: Host, pid: int) -> str | None:
 
 
 async def refuse_router(op: Operation, service: str, owner: int) -> None:
-    """Raise :class:`~servelab.errors.ServiceStartError` when ``owner``, the process holding the
-    port of ``service``, a worker (``prefill``, ``decode``; any other role may be a router), is
-    a router."""
+    """Raise :class:`~servelab.core.deploy.refusals.PortRefused` when ``owner``, the process
+    holding the port of ``service``, a worker (``prefill``, ``decode``; any other role may be a
+    router), is a router (:class:`~servelab.core.deploy.refusals.RouterOnWorkerPort`)."""
     svc = op.spec.service(service)
     if svc.role not in _WORKER_ROLES:
         return
@@ -63,14 +62,7 @@ async def refuse_router(op: Operation, service: str, owner: int) -> None:
     word = await _router_word(host, owner)
     if word is None:
         return
-    if len(word) > _WORD_CHARS:
-        word = word[:_WORD_CHARS] + "…"
-    raise ServiceStartError(
-        f"{service}: port {svc.port} on {host.name} is held by pid {owner}, a router "
-        f"({printable(word)}), not a {svc.role} worker: this spec's {service} url points at "
-        "a router (another deployment's?); not adopted as its worker, not started over it "
-        f"(give {service} its own port)"
-    )
+    raise PortRefused(RouterOnWorkerPort(service, svc.role, svc.port, host.name, owner, word))
 
 
 async def others_router(op: Operation, service: str) -> bool:
@@ -79,5 +71,4 @@ async def others_router(op: Operation, service: str) -> bool:
     ``up`` refuses by, :func:`~servelab.ops.deploy.collision.refuse_not_listing`)."""
     if op.spec.service(service).role != "router":
         return False
-    listing = await router_listing(op, service)
-    return listing is not None and bool(listing[0]) and bool(listing[1])
+    return routes_for_another(await router_listing(op, service))
