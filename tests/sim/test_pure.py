@@ -189,6 +189,10 @@ def test_token_frame_matches_the_general_renderer(api: str) -> None:
     assert frame is not None
     for k, piece in enumerate(out.pieces):
         assert frame.event(piece) == stream_token(req, req.items[0], out, k, "rid", 5)
+    pieces = [*out.pieces, "caf\u00e9 \u20ac", "", "\x00\n"]
+    events = [frame.event(p) for p in pieces]
+    assert frame.chunks(pieces, False) == events
+    assert frame.chunks(pieces, True) == [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
     tool_out = plan_output(0, "x", 8, tools=TOOLS)
     gen = parse_request("generate", {"text": "x"}, "m")
     assert isinstance(gen, GenRequest)
