@@ -7,7 +7,9 @@ over a batch of B sequences costs B small writes inside one loop callback. A pla
 events are rendered :data:`_BLOCK` at a time, each already framed as its chunk, so a token costs
 a list index and a write.
 The handler sleeps until its sequence is done (or its client went away) and only writes the
-response's first and last events itself, through aiohttp.
+response's first and last events itself, through aiohttp: the first write carries the head, the
+stream's start and the tokens emitted so far (:meth:`TokenWriter.take`), the last one the finish,
+the usage and ``[DONE]``; a send per token and item in between.
 
 aiohttp buffers a response's head until the first body write, so :meth:`TokenWriter.start` sends
 it before any token goes to the transport directly, and frames each write as a chunk when the
