@@ -10,7 +10,14 @@ from servelab.core.knobs.rules import ENV_ALLOW_LIST
 from servelab.errors import SimError
 from servelab.sim.faults import ENV_VARS, AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.protocol import GenRequest, RequestError, decode_body, final_body, parse_request
+from servelab.sim.protocol import (
+    _LONG_DIGITS,
+    GenRequest,
+    RequestError,
+    decode_body,
+    final_body,
+    parse_request,
+)
 from servelab.sim.proxyfaults import PROXY_ENV_VARS
 from servelab.sim.settings import load_settings
 from servelab.sim.text import count_tokens, plan_output
@@ -182,6 +189,10 @@ def test_token_frame_matches_the_general_renderer(api: str) -> None:
     assert frame is not None
     for k, piece in enumerate(out.pieces):
         assert frame.event(piece) == stream_token(req, req.items[0], out, k, "rid", 5)
+    pieces = [*out.pieces, "caf\u00e9 \u20ac", "", "\x00\n"]
+    events = [frame.event(p) for p in pieces]
+    assert frame.chunks(pieces, False) == events
+    assert frame.chunks(pieces, True) == [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
     tool_out = plan_output(0, "x", 8, tools=TOOLS)
     gen = parse_request("generate", {"text": "x"}, "m")
     assert isinstance(gen, GenRequest)
@@ -196,6 +207,10 @@ def test_token_frame_matches_the_general_renderer(api: str) -> None:
         b'{"model": "m", "messages": [{"role": "user", "content": "caf\\u00e9 \xe2\x82\xac"}]}',
         b'{"bootstrap_room": 123456789012345678901234, "max_tokens": 18446744073709551616}',
         b'{"bootstrap_room": 9223372036854775807, "t": -0, "f": 1.5e3, "e": 0.1}',
+        b'{"a": 9999999999999999999, "b": 18446744073709551615, "c": -9223372036854775808}',
+        b'{"a": -9223372036854775809, "b": -9999999999999999999, "c": 99999999999999999999}',
+        b'{"a": 0.12345678901234567890123, "b": 12345678901234567890e-5}',
+        b'{"c": 1e-0000000000000000001, "d": -1234567890123456789.5}',
         b'{"temperature": NaN, "top_p": Infinity, "x": -Infinity}',
         b'{"content": "\\ud800 lone"}',
         b'{"a": 1, "a": 2}',
@@ -207,6 +222,15 @@ def test_token_frame_matches_the_general_renderer(api: str) -> None:
 def test_a_body_decodes_as_the_standard_library_decodes_it(raw: bytes) -> None:
     got, want = decode_body(raw), json.loads(raw)
     assert repr(got) == repr(want)  # NaN too, and ints stay ints
+
+
+def test_a_bootstrap_rooms_19_digits_stay_on_the_fast_decoder() -> None:
+    """A room id is a random 63-bit number: 19 digits nine times in ten, all of which orjson
+    reads as json does (below 10**19 < 2**64); only what it may read as a float goes to json."""
+    assert _LONG_DIGITS.search(b'{"bootstrap_room": 9223372036854775807}') is None
+    assert _LONG_DIGITS.search(b'{"bootstrap_room": 1000000000000000000}') is None
+    assert _LONG_DIGITS.search(b'{"a": 18446744073709551616}') is not None
+    assert _LONG_DIGITS.search(b'{"a": -9223372036854775809}') is not None
 
 
 @pytest.mark.parametrize("raw", [b"{", b"", b"\xff\xfe{", b'{"a": 1}x'])

@@ -131,8 +131,9 @@ async def _stream(
     await resp.prepare(request)
     finish = b""
     for item, seq in zip(req.items, seqs, strict=True):
-        await resp.write(finish + stream_start(req, item, rid, created))
         writer = TokenWriter(request, req, item, seq, rid, created)
+        # the head (first item), the start and the tokens emitted so far in one write
+        await resp.write(finish + stream_start(req, item, rid, created) + writer.take())
         writer.start(request)
         try:
             await writer.wait(request, worker.is_stalled(seq))

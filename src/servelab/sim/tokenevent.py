@@ -98,10 +98,13 @@ class _Frame:
     def chunks(self, pieces: Sequence[str], chunked: bool) -> list[bytes]:
         """The events of ``pieces``, each framed as one HTTP/1.1 chunk when ``chunked``."""
         prefix, suffix = self.prefix, self.suffix
-        bodies = [prefix + _json_str(p) + suffix for p in pieces]
         if not chunked:
-            return bodies
-        return [b"%x\r\n%b\r\n" % (len(b), b) for b in bodies]
+            return [prefix + _json_str(p) + suffix for p in pieces]
+        fixed = len(prefix) + len(suffix)  # one pass: each chunk built in one formatting
+        return [
+            b"%x\r\n%b%b%b\r\n" % (fixed + len(j), prefix, j, suffix)
+            for j in map(_json_str, pieces)
+        ]
 
 
 @functools.lru_cache(maxsize=8192)

@@ -7,7 +7,9 @@ over a batch of B sequences costs B small writes inside one loop callback. A pla
 events are rendered :data:`_BLOCK` at a time, each already framed as its chunk, so a token costs
 a list index and a write.
 The handler sleeps until its sequence is done (or its client went away) and only writes the
-response's first and last events itself, through aiohttp.
+response's first and last events itself, through aiohttp: the first write carries the head, the
+stream's start and the tokens emitted so far (:meth:`TokenWriter.take`), the last one the finish,
+the usage and ``[DONE]``; a send per token and item in between.
 
 aiohttp buffers a response's head until the first body write, so :meth:`TokenWriter.start` sends
 it before any token goes to the transport directly, and frames each write as a chunk when the
@@ -88,6 +90,19 @@ class TokenWriter:
         transport.write(data)
         self.sent = n
 
+    def take(self) -> bytes:
+        """The events of the tokens emitted so far and not written yet (not framed), counted as
+        written: the handler sends them in the write that carries the stream's start (and the
+        response's head), one ``send`` fewer per item."""
+        seq = self._seq
+        n, sent = seq.n_out, self.sent
+        if n <= sent:
+            return b""
+        if not sent:
+            mark(self._req.marks, "first_token")
+        self.sent = n
+        return self._events(seq, sent, n)
+
     def _render(self, seq: Sequence, sent: int, n: int) -> bytes:
         """The bytes of tokens ``sent`` .. ``n``; renders the next block ahead when the output
         is plain text and its tokens come one a step."""
@@ -96,12 +111,16 @@ class TokenWriter:
             self._base = sent
             self._chunks = frame.chunks(out.pieces[sent : sent + _BLOCK], self._chunked)
             return self._chunks[0]
-        if frame is not None:
-            body = b"".join(frame.event(p) for p in out.pieces[sent:n])
-        else:
-            req, item, rid, created = self._req, self._item, self._rid, self._created
-            body = b"".join(stream_token(req, item, out, k, rid, created) for k in range(sent, n))
+        body = self._events(seq, sent, n)
         return b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body
+
+    def _events(self, seq: Sequence, sent: int, n: int) -> bytes:
+        """The events of tokens ``sent`` .. ``n``, not framed."""
+        frame, out = self._frame, seq.out
+        if frame is not None:
+            return b"".join(frame.event(p) for p in out.pieces[sent:n])
+        req, item, rid, created = self._req, self._item, self._rid, self._created
+        return b"".join(stream_token(req, item, out, k, rid, created) for k in range(sent, n))
 
     async def wait(self, request: web.Request, stalled: bool) -> None:
         """Until the sequence is done; raise ``ConnectionResetError`` if the client went away
