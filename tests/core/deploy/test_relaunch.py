@@ -12,6 +12,7 @@ from servelab.core.deploy.relaunch import (
     SettingChange,
     argv_changes,
     argv_settings,
+    launched_argv,
     router_changes,
 )
 from servelab.core.deploy.routers import RouterOptions
@@ -165,6 +166,23 @@ def test_a_secret_flag_value_is_compared_masked_and_never_shown() -> None:
     assert added == [SettingChange("--api-key", "--api-key", REDACTED, None)]
     shown = changed_settings(added) + str(encode(added[0]))
     assert "sk-live" not in shown
+    shaped = SettingChange(
+        "--url", "--url", "http://u:hunter2@h:1/x", "hf_abcdefghijklmnopqrstu0123"
+    )
+    shown = changed_settings([shaped]) + str(encode(shaped))
+    assert "hunter2" not in shown and "hf_abc" not in shown
+
+
+@pytest.mark.parametrize(
+    "stored", [None, [], "python -m smg.launch_router", [1, 2], ["/py", None], {"a": 1}, [["x"]]]
+)
+def test_a_record_argv_that_is_no_list_of_words_is_unknown(stored: object) -> None:
+    assert launched_argv(stored) is None
+
+
+def test_a_record_argv_of_words_is_read_as_is() -> None:
+    words = ["/py", "-m", "smg.launch_router", "\ufeff--policy", "\x00"]
+    assert launched_argv(words) == words
 
 
 def test_the_words_are_bounded() -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "SettingChange",
     "argv_changes",
     "argv_settings",
+    "launched_argv",
     "router_changes",
 ]
 
@@ -129,6 +130,14 @@ def argv_changes(wanted: Sequence[str], launched: Sequence[str]) -> list[Setting
                 SettingChange(name, flag, _shown(spec.get(flag)), _shown(live.get(flag)))
             )
     return changes
+
+
+def launched_argv(stored: object) -> list[str] | None:
+    """A pid record's ``argv`` as a command line: a non-empty list of strings; None for
+    anything else (none kept, a record written by hand or damaged: a string, numbers, null)."""
+    if not isinstance(stored, list) or not stored:
+        return None
+    return list(stored) if all(isinstance(word, str) for word in stored) else None
 
 
 def router_changes(spec: DeploymentSpec, name: str, launched: Sequence[str]) -> list[SettingChange]:
