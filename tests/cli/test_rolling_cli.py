@@ -43,7 +43,7 @@ def _verify_per_worker(spec: str, env: dict[str, str]) -> None:
     )
     # the router's --policy (in ROUTER_ARGS): both routers write over their argv, so the live
     # check reads the policy it reports routing with, once the e2e probe has been routed
-    (policy,) = [c for c in checks if c["code"].startswith("live.") and c["knob"] == "--policy"]
+    (policy,) = [c for c in checks if c["code"].startswith("live.") and c.get("knob") == "--policy"]
     assert (policy["ok"], policy["live_source"], policy["live"]) == (
         True,
         "reported",

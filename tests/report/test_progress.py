@@ -58,6 +58,7 @@ from servelab.core.deploy.events import (
     RollingPlanned,
     RollPhaseFailed,
     RollPhaseStarted,
+    RouterNotAsSpec,
     ServiceAlreadyUp,
     ServiceFailed,
     ServiceReady,
@@ -69,6 +70,7 @@ from servelab.core.deploy.events import (
     UpUndone,
 )
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.relaunch import SettingChange
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.knobs import events as knob_events
 from servelab.core.knobs.events import KnobSetting, KnobVerifiedLive
@@ -120,6 +122,10 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (KnobNotAsFile("decode", "SGLANG_X", "1024", "512", ("servelab", "restart", "decode")),
      "warning: decode runs SGLANG_X=1024, its file says 512; apply the file with: servelab "
      "restart decode"),
+    (RouterNotAsSpec("router", (SettingChange("policy", "--policy", "cache_aware",
+                                              "round_robin"),), ("servelab", "restart", "router")),
+     "warning: router was launched with other router settings than the spec's (policy: spec "
+     "cache_aware, live round_robin); apply the spec's with: servelab restart router"),
     (KnobNotAsFile("decode", "HF_TOKEN", "hf_secretvalue", None, ("servelab", "restart")),
      "warning: decode runs HF_TOKEN=***, its file says unset; apply the file with: servelab "
      "restart"),

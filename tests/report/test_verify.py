@@ -13,6 +13,7 @@ import pytest
 from servelab.core.answers.answer import Failure
 from servelab.core.answers.probes import ProbeKind
 from servelab.core.answers.transfer import AnswerSite
+from servelab.core.deploy.relaunch import SettingChange
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
@@ -39,6 +40,7 @@ from servelab.core.verify.checks import (
     LayerSkipped,
     LiveProcess,
     NoEnvFile,
+    RouterLaunch,
     SkipReason,
 )
 from servelab.core.verify.coldstart import Start, StartReason
@@ -234,6 +236,14 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
      "live 512, spec pins 512; no env file to compare"),
     (C.LIVE_NO_ENV_FILE, KnobLiveVsSpec(4242, "pid record", K, None, None),
      "live (unset); no env file to compare"),
+    (C.LIVE_ROUTER_AS_SPEC, RouterLaunch(4242),
+     "pid 4242 (pid record): launched with the router settings the spec gives"),
+    (C.LIVE_ROUTER_RESTART_NEEDED,
+     RouterLaunch(4242, (SettingChange("policy", "--policy", "cache_aware", "round_robin"),
+                         SettingChange("--disable-retries", "--disable-retries", None, ""))),
+     "pid 4242 (pid record) was launched with other router settings than the spec's: policy: "
+     "spec cache_aware, live round_robin; --disable-retries: spec not given, live given; "
+     "restart the router"),
     (C.HEALTH_ERROR, CheckFailure("SSHError: no route"), "SSHError: no route"),
     (C.HEALTH_UNREACHABLE, HealthProbe("/health", None, 0.001, error="refused"),
      "/health: unreachable: refused"),

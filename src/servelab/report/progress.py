@@ -54,6 +54,7 @@ from servelab.core.deploy.events import (
     RollingPlanned,
     RollPhaseFailed,
     RollPhaseStarted,
+    RouterNotAsSpec,
     RouterUntold,
     ServiceAlreadyUp,
     ServiceFailed,
@@ -86,6 +87,7 @@ from servelab.core.verify.events import (
     VerifyingLayers,
 )
 from servelab.report.othersrecord import others_words, stale_words, untold_words
+from servelab.report.relaunch import changed_settings
 from servelab.report.text import arm_value, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
@@ -106,6 +108,7 @@ def describe_progress(event: ProgressEvent) -> str:
             | ServiceAlreadyUp() | KnobNotAsFile() | ServiceStopped() | StopFailed()
             | ServiceFailed() | UpUndone() | RestartPlanned() | EnvFileRestored() | UnitReloaded()
             | RollingPlanned() | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
+            | RouterNotAsSpec()
         ):  # fmt: skip
             return _deploy(event)
         case ReadingEnvFile(service=service):
@@ -168,7 +171,7 @@ def _deploy(
     event: ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady
     | ServiceAlreadyUp | KnobNotAsFile | ServiceStopped | StopFailed | ServiceFailed | UpUndone
     | RestartPlanned | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted
-    | RollPhaseFailed | OtherDeploymentsRecord,
+    | RollPhaseFailed | OtherDeploymentsRecord | RouterNotAsSpec,
 ) -> str:  # fmt: skip
     match event:
         case ServiceStarted(service=service, pid=pid, host=host, log=log):
@@ -195,6 +198,10 @@ def _deploy(
             runs, says = (_unset(mask(knob, v)) for v in (live, file))
             return (f"warning: {service} runs {knob}={runs}, its file says {says}; apply the "
                     f"file with: {shlex.join(fix)}")  # fmt: skip
+        case RouterNotAsSpec(service=service, changes=changes, fix=fix):
+            return (f"warning: {service} was launched with other router settings than the "
+                    f"spec's ({changed_settings(changes)}); apply the spec's with: "
+                    f"{shlex.join(fix)}")  # fmt: skip
         case ServiceStopped(service=service, outcome=outcome, stale_record=stale):
             return f"{service}: {outcome}" + ("" if stale is None else f"; {stale_words(stale)}")
         case OtherDeploymentsRecord(service=service, deployment=other, pid=pid, state_dir=where):

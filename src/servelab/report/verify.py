@@ -45,6 +45,7 @@ from servelab.core.verify.checks import (
     LayerSkipped,
     LiveProcess,
     NoEnvFile,
+    RouterLaunch,
     SkipReason,
 )
 from servelab.core.verify.contract import VerifyReport
@@ -65,6 +66,7 @@ from servelab.report.health import describe_health
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
 from servelab.report.probes import describe_probes
+from servelab.report.relaunch import changed_settings
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
@@ -153,6 +155,11 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             )
         case LayerSkipped(reason=reason):
             return _skipped(reason)
+        case RouterLaunch(pid=pid, changes=()):
+            return f"pid {pid} (pid record): launched with the router settings the spec gives"
+        case RouterLaunch(pid=pid, changes=changes):
+            return (f"pid {pid} (pid record) was launched with other router settings than the "
+                    f"spec's: {changed_settings(changes)}; restart the router")  # fmt: skip
         case _:
             assert_never(data)
 

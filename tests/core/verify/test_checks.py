@@ -10,6 +10,7 @@ import pytest
 from servelab.core.answers.answer import Failure
 from servelab.core.answers.probes import ProbeKind
 from servelab.core.answers.transfer import AnswerSite
+from servelab.core.deploy.relaunch import SettingChange
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
@@ -39,6 +40,7 @@ from servelab.core.verify.checks import (
     LayerSkipped,
     LiveProcess,
     NoEnvFile,
+    RouterLaunch,
     SkipReason,
 )
 from servelab.core.verify.coldstart import Start, StartReason
@@ -86,6 +88,8 @@ SHAPES: list[tuple[CheckData, list[str]]] = [
      ["pid", "pid_source", "knob", "file", "live", "verdict"]),
     (KnobLiveVsSpec(42, "pid record", K, "512", "512"),
      ["pid", "pid_source", "knob", "live", "spec", "file"]),
+    (RouterLaunch(42, (SettingChange("policy", "--policy", "cache_aware", "round_robin"),)),
+     ["pid", "changes"]),
     (HealthProbe("/health", None, 0.001, error="refused"),
      ["path", "status", "elapsed_s", "error"]),
     (HealthProbe("/readiness", 503, 0.002, body="no workers"),

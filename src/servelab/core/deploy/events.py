@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.relaunch import SettingChange
 from servelab.core.deploy.rolling import RollPhase
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "RollPhaseFailed",
     "RollPhaseStarted",
     "RollingPlanned",
+    "RouterNotAsSpec",
     "RouterUntold",
     "ServiceAlreadyUp",
     "ServiceFailed",
@@ -113,6 +115,17 @@ class KnobNotAsFile:
     knob: str
     live: str | None
     file: str | None
+    fix: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RouterNotAsSpec:
+    """A router found already up was launched with other settings than its spec gives now
+    (``changes``: each setting, spec vs live, :mod:`servelab.core.deploy.relaunch`); ``fix``
+    restarts it."""
+
+    service: str
+    changes: tuple[SettingChange, ...]
     fix: tuple[str, ...]
 
 
@@ -214,6 +227,7 @@ DeployProgress = (
     | ServiceReady
     | ServiceAlreadyUp
     | KnobNotAsFile
+    | RouterNotAsSpec
     | OtherDeploymentsRecord
     | ServiceStopped
     | StopFailed

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servelab.core.deploy.relaunch import SettingChange
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import Omitted
@@ -67,6 +68,7 @@ __all__ = [
     "LayerSkipped",
     "LiveProcess",
     "NoEnvFile",
+    "RouterLaunch",
     "SkipReason",
 ]
 
@@ -118,6 +120,8 @@ class CheckCode(StrEnum):
     LIVE_ENGINE_DIFFERS = "live.engine_differs"  # fails: argv = file, the engine says otherwise
     LIVE_KNOB_UNREAD = "live.knob_unread"  # fails: the engine's release does not read the knob
     LIVE_READS_UNKNOWN = "live.reads_unknown"  # fails: no list of what the release reads
+    LIVE_ROUTER_AS_SPEC = "live.router_as_spec"  # the router was launched as the spec says now
+    LIVE_ROUTER_RESTART_NEEDED = "live.router_restart_needed"  # fails: its settings changed
 
     PAIR_ERROR = "pair.error"
     PAIR_MATCH = "pair.match"  # every field of the hand-off agrees
@@ -277,11 +281,22 @@ class KnobLiveVsSpec:
     file: None = None
 
 
+@dataclass(frozen=True)
+class RouterLaunch:
+    """``live.router_as_spec``, ``live.router_restart_needed``: a router servelab launched (its
+    ``pid``, from its pid record) and each setting the command line the spec would launch now
+    gives otherwise than the one it was launched with (:mod:`servelab.core.deploy.relaunch`;
+    none: it runs as the spec says)."""
+
+    pid: int
+    changes: tuple[SettingChange, ...] = ()
+
+
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
     | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
-    | LayerSkipped | AnswerProbes
+    | LayerSkipped | AnswerProbes | RouterLaunch
 )  # fmt: skip
 
 _C = CheckCode
@@ -307,6 +322,7 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
+    **dict.fromkeys((_C.LIVE_ROUTER_AS_SPEC, _C.LIVE_ROUTER_RESTART_NEEDED), RouterLaunch),
     **dict.fromkeys((_C.HEALTH_UNREACHABLE, _C.HEALTH_HTTP_ERROR, _C.HEALTH_READY,
                      _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING,
                      _C.HEALTH_WORKERS_MISREGISTERED, _C.HEALTH_WORKERS_UNKNOWN,

@@ -47,6 +47,7 @@ from servelab.core.deploy.events import (
     EnvFileRestored,
     KnobNotAsFile,
     RestartPlanned,
+    RouterNotAsSpec,
     ServiceFailed,
     UpUndone,
 )
@@ -75,6 +76,7 @@ from servelab.ops.deploy.rollback import prepare_rollback
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.writable import check_writable
 from servelab.ops.knob import not_as_file
+from servelab.ops.routerlaunch import router_launch
 from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
@@ -142,6 +144,7 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
                 step = await start(op, name)
             else:
                 await _warn_not_as_file(op, name)
+                await _warn_router_not_as_spec(op, name)
             steps.append(step)
     except BaseException as exc:  # whatever happened (a progress callback too): stop, record
         report = await _undo_up(op, steps, started, exc)
@@ -163,6 +166,18 @@ async def _warn_not_as_file(op: Operation, name: str) -> None:
         return
     for d in drifted:
         op.say(KnobNotAsFile(name, d.name, d.live, d.file, fix))
+
+
+async def _warn_router_not_as_spec(op: Operation, name: str) -> None:
+    """Warn when ``name``, a router found already up, was launched with other settings than its
+    spec gives now (an edited router table), with the restart that applies them."""
+    try:
+        found = await router_launch(op, name)
+    except ServelabError:  # unreadable here: ``verify`` names why
+        return
+    if found is not None and found.changes:
+        fix = ("servelab", "restart", *op.loaded.spec_args, name)
+        op.say(RouterNotAsSpec(name, found.changes, fix))
 
 
 async def _undo_up(

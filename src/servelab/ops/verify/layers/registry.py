@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from servelab.ops.verify.layers.engine import ENGINE
 from servelab.ops.verify.layers.file import FILE
+from servelab.ops.verify.layers.launch import LAUNCH
 from servelab.ops.verify.layers.pair import PAIR
 from servelab.ops.verify.layers.process import PROCESS
 from servelab.ops.verify.layers.reader import LayerReader
@@ -19,5 +20,5 @@ from servelab.ops.verify.layers.unit import UNIT
 __all__ = ["READERS"]
 
 #: The registry: file -> service manager -> process -> engine (what it runs with, what it
-#: reads) -> the P/D pair.
-READERS: tuple[LayerReader, ...] = (FILE, UNIT, PROCESS, ENGINE, READS, PAIR)
+#: reads) -> a router's launch settings -> the P/D pair.
+READERS: tuple[LayerReader, ...] = (FILE, UNIT, PROCESS, ENGINE, READS, LAUNCH, PAIR)
