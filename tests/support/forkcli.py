@@ -36,7 +36,10 @@ SERVER = Path(__file__).with_name("forkserver.py")
 _START_TIMEOUT = 120.0
 #: The server runs as ``python -m`` would put it: the cwd first on ``sys.path`` (not the script's
 #: folder, whose ``http.py`` would shadow the standard library's).
-_BOOT = "import os, runpy, sys; sys.path[0] = os.getcwd(); runpy.run_path(sys.argv[1], run_name='__main__')"
+_BOOT = (
+    "import os, runpy, sys; sys.path[0] = os.getcwd(); "
+    "runpy.run_path(sys.argv[1], run_name='__main__')"
+)
 
 
 def fork_enabled() -> bool:
@@ -69,8 +72,6 @@ class ForkServer:
         """Whether a call with ``env`` can be forked: its imports would have read the same."""
         if os.getpid() != self.owner or self.process.poll() is not None:
             return False
-        if "*" in self.names:
-            return env == self.env
         names = {n for n in {*env, *self.env} if n.startswith(("PYTHON", "LC_"))} | {"LANG"}
         return all(env.get(n) == self.env.get(n) for n in names | set(self.names))
 
@@ -107,7 +108,9 @@ def _start() -> ForkServer | None:
         os.close(parent_write)
         return None
     wall = time.perf_counter() - began
-    return ForkServer(process, path, env, hello["names"], hello["cpu"], wall, os.getpid(), parent_write)
+    return ForkServer(
+        process, path, env, hello["names"], hello["cpu"], wall, os.getpid(), parent_write
+    )
 
 
 def server() -> tuple[ForkServer | None, bool]:
@@ -171,12 +174,11 @@ def _read(conn: socket.socket, deadline: float | None) -> dict[str, Any]:
         if not chunk:
             raise ConnectionError("the fork server hung up")
         data += chunk
-    return json.loads(data)
+    answer: dict[str, Any] = json.loads(data)
+    return answer
 
 
-def _collect(
-    pipes: dict[int, list[bytes]], deadline: float | None
-) -> bool:
+def _collect(pipes: dict[int, list[bytes]], deadline: float | None) -> bool:
     """Read both pipes to their end; False when the deadline passed first."""
     with selectors.DefaultSelector() as sel:
         for fd in pipes:
@@ -195,12 +197,20 @@ def _collect(
 
 
 def run_forked(
-    srv: ForkServer, args: list[str], cwd: Path | None, env: dict[str, str], timeout: float | None
+    srv: ForkServer,
+    args: list[str],
+    cwd: Path | None,
+    env: dict[str, str],
+    timeout: float | None,
+    *,
+    module: str = "servelab",
 ) -> Forked:
-    """``python -m servelab ARGS`` forked by ``srv``: as ``subprocess.run(capture_output=True,
-    text=True, timeout=timeout)`` would return it (or raise ``TimeoutExpired`` after a SIGKILL)."""
-    cmd = [sys.executable, "-m", "servelab", *args]
+    """``python -m MODULE ARGS`` forked by ``srv``: as ``subprocess.run(capture_output=True,
+    text=True, timeout=timeout)`` would return it (or raise ``TimeoutExpired`` after a SIGKILL).
+    ``module`` other than servelab is for ``tests/test_forkcli.py``'s probe."""
+    cmd = [sys.executable, "-m", module, *args]
     request = {
+        "module": module,
         "args": args,
         "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()),
         "env": env,
@@ -232,8 +242,8 @@ def run_forked(
             conn.settimeout(None)
             conn.sendall(b"K")
             _read(conn, None)
-            out, err = b"".join(pipes[out_read]), b"".join(pipes[err_read])
-            raise subprocess.TimeoutExpired(cmd, timeout or 0.0, output=out, stderr=err)
+            raw_out, raw_err = b"".join(pipes[out_read]), b"".join(pipes[err_read])
+            raise subprocess.TimeoutExpired(cmd, timeout or 0.0, output=raw_out, stderr=raw_err)
     finally:
         conn.close()
         os.close(out_read)

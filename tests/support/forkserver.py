@@ -1,8 +1,8 @@
 """The fork server of :mod:`tests.support.forkcli`: run as a script (``python -c BOOT
-forkserver.py SOCKET FD``), it imports servelab's CLI and every servelab module once, then, for each request on the
-unix socket, forks a child that runs what ``python -m servelab ARGS`` runs, with the caller's cwd,
-environment, umask, stdin/stdout/stderr (passed as fds) and the signal dispositions a fresh
-interpreter has, and answers the child's pid, then its exit status and rusage (``os.wait4``).
+forkserver.py SOCKET FD``), it imports servelab's CLI and every servelab module once, then, for
+each request on the unix socket, forks a child that runs what ``python -m servelab ARGS`` runs,
+with the caller's cwd, environment, umask, stdin/stdout/stderr (passed as fds) and the signal
+dispositions a fresh interpreter has, and answers the child's pid, then its exit status and rusage (``os.wait4``).
 
 The server stays as it was after its imports: it never runs a command itself, each child forks
 from it (never from a used child) and unwinds out of the request loop to :func:`_run_child`, so
@@ -21,18 +21,24 @@ send ``K`` to have the child killed (SIGKILL, through its pidfd: never a reused 
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import importlib
 import io
 import json
 import os
 import pkgutil
 import resource
+import runpy
 import selectors
 import signal
 import socket
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 __all__ = ["main"]
@@ -40,26 +46,39 @@ __all__ = ["main"]
 _HEADER = 8
 
 
+#: Reads that leave nothing behind a child could see (found by the audit, tests/test_forkcli.py):
+#: ``ctypes.util`` copies the whole environment for the ``gcc`` it runs to find a library
+#: (asyncssh's liboqs, at import); ``tempfile`` caches its folder, which the child forgets
+#: (:func:`_become`). Any other name the imports read must be the call's too.
+_TRANSIENT = {("util.py", "_findLib_gcc"), ("tempfile.py", "_candidate_tempdir_list")}
+
+
+def _transient(frame: FrameType | None) -> bool:
+    while frame is not None:
+        code = frame.f_code
+        if (os.path.basename(code.co_filename), code.co_name) in _TRANSIENT:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextmanager
 def _names_read(into: set[str]) -> Iterator[None]:
-    """While inside, every name read from ``os.environ`` is added to ``into`` ("*" for a read of
-    the whole environment): what the imports saw, which a call's own environment must match."""
+    """While inside, every name read from ``os.environ`` (and ``os.environb``) is added to
+    ``into``: what the imports saw, which a call's own environment must match."""
     cls = type(os.environ)
-    getitem, iterate = cls.__getitem__, cls.__iter__
+    getitem = cls.__getitem__
 
     def recorded_getitem(self: Any, key: str | bytes) -> str:
-        into.add(os.fsdecode(key))
+        if not _transient(sys._getframe(1)):
+            into.add(os.fsdecode(key))
         return getitem(self, key)
 
-    def recorded_iter(self: Any) -> Iterator[str]:
-        into.add("*")
-        return iterate(self)
-
-    cls.__getitem__, cls.__iter__ = recorded_getitem, recorded_iter  # type: ignore[method-assign]
+    cls.__getitem__ = recorded_getitem  # type: ignore[method-assign]
     try:
         yield
     finally:
-        cls.__getitem__, cls.__iter__ = getitem, iterate  # type: ignore[method-assign]
+        cls.__getitem__ = getitem  # type: ignore[method-assign]
 
 
 def _preload() -> list[str]:
@@ -75,8 +94,9 @@ def _preload() -> list[str]:
         for info in pkgutil.walk_packages(servelab.__path__, "servelab."):
             if not info.name.endswith("__main__"):
                 __import__(info.name)
-        import rich.console  # noqa: F401  (cli/boundary.py makes its consoles on first use)
-        import rich.text  # noqa: F401
+        # cli/boundary.py makes its consoles on first use: rich is imported then.
+        importlib.import_module("rich.console")
+        importlib.import_module("rich.text")
     return sorted(read)
 
 
@@ -106,10 +126,8 @@ def _request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def _answer(conn: socket.socket, payload: dict[str, Any]) -> None:
-    try:
+    with contextlib.suppress(OSError):  # the client is gone (its test failed): nothing to tell
         conn.sendall(json.dumps(payload).encode() + b"\n")
-    except OSError:
-        pass  # the client is gone (its test failed or timed out): nothing to tell
 
 
 def _cpu_self() -> float:
@@ -188,10 +206,8 @@ class _Server:
             return  # gone: the child runs on, as a subprocess outlives its test
         for pidfd, (_pid, owner, _cpu) in self.children.items():
             if owner is conn:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
     def _reap(self, pidfd: int) -> None:
         pid, conn, cpu = self.children.pop(pidfd)
@@ -207,17 +223,20 @@ class _Server:
 
 def _stream(fd: int, name: str, like: io.TextIOWrapper) -> io.TextIOWrapper:
     """``sys.std*`` over ``fd`` as the interpreter makes it (Python/pylifecycle.c
-    ``create_stdio``): buffered, line-buffered on a terminal (stderr always), "\\n" written."""
-    writing = fd != 0
-    buffer = io.open(fd, "wb" if writing else "rb", -1, closefd=False)  # noqa: SIM115
-    buffer.raw.name = f"<{name}>"  # type: ignore[attr-defined]
-    line_buffering = os.isatty(fd) or fd == 2
+    ``create_stdio``): buffered unless ``-u``/``PYTHONUNBUFFERED`` (then written through),
+    line-buffered on a terminal (stderr always), newlines untranslated on POSIX."""
+    writing, buffered = fd != 0, not like.write_through
+    mode, buffering = ("wb" if writing else "rb"), (-1 if buffered or not writing else 0)
+    buffer = open(fd, mode, buffering, closefd=False)  # noqa: SIM115  (sys.std* for the child)
+    raw = getattr(buffer, "raw", buffer)
+    raw.name = f"<{name}>"
     stream = io.TextIOWrapper(
         buffer,  # type: ignore[arg-type]
         encoding=like.encoding,
         errors=like.errors,
-        newline="\n" if writing else None,
-        line_buffering=line_buffering,
+        newline="\n",
+        line_buffering=buffered and (os.isatty(fd) or fd == 2),
+        write_through=not buffered,
     )
     stream.mode = "w" if writing else "r"  # type: ignore[misc]
     return stream
@@ -230,10 +249,8 @@ def _fresh_signals(ignored: set[int]) -> None:
     for signum in signal.valid_signals():
         if signum in (signal.SIGKILL, signal.SIGSTOP):
             continue
-        try:
+        with contextlib.suppress(OSError, ValueError):  # one the C library keeps for itself
             signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass  # a real-time signal the C library keeps for itself
     if signal.SIGINT not in ignored:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -252,9 +269,6 @@ def _become(request: dict[str, Any]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    import time
-    import tempfile
-
     time.tzset()  # TZ as the call has it (a fresh interpreter reads it as it starts)
     tempfile.tempdir = None  # TMPDIR likewise, on first use
     sys.path[0] = request["cwd"]  # `python -m` puts the cwd first
@@ -289,13 +303,10 @@ def main() -> dict[str, Any] | None:
 
 def _run_child(request: dict[str, Any]) -> None:
     _become(request)
-    import runpy
-
     # `python -m servelab` meets servelab.__main__ first as __main__; servelab.cli imports it
     # again under its own name afterwards (as the preloaded CLI already has).
     sys.modules.pop("servelab.__main__", None)
-
-    runpy.run_module("servelab", run_name="__main__", alter_sys=True)
+    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
