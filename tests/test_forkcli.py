@@ -228,4 +228,7 @@ def test_a_call_whose_start_would_differ_is_not_served(server: forkcli.ForkServe
     assert server.serves(dict(server.env))
     assert not server.serves({**server.env, "PYTHONPATH": "/elsewhere"})
     assert not server.serves({**server.env, "LC_ALL": "C"})
+    # read by OpenSSL (in C) as aiohttp makes its SSL context at import
+    assert not server.serves({**server.env, "SSL_CERT_FILE": "/elsewhere/ca.pem"})
+    assert not server.serves({**server.env, "FORCE_COLOR": "1"})  # rich's console, at import
     assert "PYTHONDONTWRITEBYTECODE" not in server.env  # tests/conftest.py: what run_cli passes

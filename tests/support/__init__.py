@@ -78,8 +78,10 @@ def free_port() -> int:
 
 
 #: Set to a file's path, every :func:`run_cli` call appends a line to it: the CPU seconds of the
-#: process (its user + system time, as ``RUSAGE_CHILDREN`` grew while it ran), its wall seconds
-#: and its first two arguments, tab-separated (``benchmarks/cli_calls.py`` sums them).
+#: process (exec'd: its user + system time, as ``RUSAGE_CHILDREN`` grew while it ran; forked:
+#: the child's ``wait4`` rusage and the server's fork), its wall seconds and its first two
+#: arguments, tab-separated (``benchmarks/cli_calls.py`` sums them); the fork server's start is
+#: one more line, ``fork-server start``.
 CLI_COUNT_ENV = "SERVELAB_TEST_CLI_COUNT"
 
 

@@ -72,9 +72,18 @@ class ForkServer:
         """Whether a call with ``env`` can be forked: its imports would have read the same."""
         if os.getpid() != self.owner or self.process.poll() is not None:
             return False
-        names = {n for n in {*env, *self.env} if n.startswith(("PYTHON", "LC_"))} | {"LANG"}
-        return all(env.get(n) == self.env.get(n) for n in names | set(self.names))
+        names = {n for n in {*env, *self.env} if n.startswith(START_PREFIXES)}
+        names |= {*START_NAMES, *self.names}
+        return all(env.get(n) == self.env.get(n) for n in names)
 
+
+#: Names read in C as the interpreter starts or a module is imported, which the server's record of
+#: ``os.environ`` reads cannot see: the interpreter's (``PYTHON*``, the locale, the loader's), and
+#: OpenSSL's, read when aiohttp makes its verified SSL context at import (``SSL_CERT_FILE``: a
+#: test trusting its own CA through it must be exec'd). ``TZ`` is read again in the child.
+START_NAMES = ("LANG", "LANGUAGE", "LD_PRELOAD", "LD_LIBRARY_PATH", "OPENSSL_CONF",
+               "OPENSSL_MODULES", "SSL_CERT_FILE", "SSL_CERT_DIR")  # fmt: skip
+START_PREFIXES = ("PYTHON", "LC_")
 
 _lock = threading.Lock()
 _server: ForkServer | None = None
@@ -90,6 +99,7 @@ def _start() -> ForkServer | None:
     process = subprocess.Popen(
         [sys.executable, "-c", _BOOT, str(SERVER), path, str(parent_read)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, pass_fds=(parent_read,), env=env,
+        cwd=SERVER.parents[2],
     )  # fmt: skip
     os.close(parent_read)
     assert process.stdout is not None
