@@ -12,6 +12,7 @@ server could not start or was not single-threaded.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import locale
@@ -250,8 +251,10 @@ def run_forked(
             status = None
         if status is None:
             conn.settimeout(None)
-            conn.sendall(b"K")
-            _read(conn, None)
+            with contextlib.suppress(OSError):  # answered and hung up just past the deadline
+                conn.sendall(b"K")
+            with contextlib.suppress(OSError, ValueError):
+                _read(conn, None)  # killed and reaped (or it had ended)
             raw_out, raw_err = b"".join(pipes[out_read]), b"".join(pipes[err_read])
             raise subprocess.TimeoutExpired(cmd, timeout or 0.0, output=raw_out, stderr=raw_err)
     finally:
