@@ -37,6 +37,9 @@ typecheck: $(STAMP)
 # shared), the slowest files first (tests/support/order.py, from tests/file_times.json, which
 # scripts/file_times.py writes from a run's junit report); the tests calibrated against wall-clock
 # time (`solo`) then run alone. Both passes always run; either failing fails the target.
+# The tests' `python -m servelab` calls (tests.support.run_cli) are forked by a fork server per
+# worker (tests/support/forkcli.py: the interpreter's start and the imports paid once);
+# SERVELAB_TEST_FORK=0 make unit execs every call instead.
 TEST_WORKERS ?= 3
 unit: $(STAMP)
 	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 -m "not solo"; a=$$?; \

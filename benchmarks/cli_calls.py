@@ -7,8 +7,10 @@ their CPU: run pytest with ``SERVELAB_TEST_CLI_COUNT`` set to a file, then sum i
 
 Each line of the file is one call: CPU seconds (user + system, as the test process's
 ``RUSAGE_CHILDREN`` grew meanwhile: a child of the test's own reaped in that time counts too), wall
-seconds and the command's first two arguments. Prints the count, the total and mean CPU and wall,
-and the commands that cost the most CPU in all.
+seconds and the command's first two arguments; a call forked by the tests' fork server
+(``tests/support/forkcli.py``) counts its child's ``wait4`` rusage and the fork, and the server's
+start is a line of its own (``fork-server start``). ``SERVELAB_TEST_FORK=0`` execs every call.
+Prints the count, the total and mean CPU and wall, and the commands that cost the most CPU in all.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support import forkcli
+
 __all__ = ["CLI_COUNT_ENV", "REFERENCE_PORTS", "REPO", "free_port", "free_ports", "run_cli"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,8 +78,10 @@ def free_port() -> int:
 
 
 #: Set to a file's path, every :func:`run_cli` call appends a line to it: the CPU seconds of the
-#: process (its user + system time, as ``RUSAGE_CHILDREN`` grew while it ran), its wall seconds
-#: and its first two arguments, tab-separated (``benchmarks/cli_calls.py`` sums them).
+#: process (exec'd: its user + system time, as ``RUSAGE_CHILDREN`` grew while it ran; forked:
+#: the child's ``wait4`` rusage and the server's fork), its wall seconds and its first two
+#: arguments, tab-separated (``benchmarks/cli_calls.py`` sums them); the fork server's start is
+#: one more line, ``fork-server start``.
 CLI_COUNT_ENV = "SERVELAB_TEST_CLI_COUNT"
 
 
@@ -86,12 +90,29 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _count(cpu: float, wall: float, words: str) -> None:
+    if count := os.environ.get(CLI_COUNT_ENV):
+        with open(count, "a", encoding="utf-8") as fh:  # one short line: appends do not interleave
+            fh.write(f"{cpu:.4f}\t{wall:.4f}\t{words}\n")
+
+
 def run_cli(
     *args: str, cwd: Path | None = None, timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m servelab ARGS`` as a real process and capture its output."""
+    """Run ``python -m servelab ARGS`` as a real process and capture its output: forked by the
+    worker's fork server (``tests/support/forkcli.py``: the start and the imports skipped), or
+    exec'd (``SERVELAB_TEST_FORK=0``, or a call the server cannot serve)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
+    if forkcli.fork_enabled():
+        srv, started = forkcli.server()
+        if srv is not None and started:
+            _count(srv.cpu, srv.wall, "fork-server start")
+        if srv is not None and srv.serves(full_env):
+            wall = time.perf_counter()
+            forked = forkcli.run_forked(srv, list(args), cwd, full_env, timeout)
+            _count(forked.cpu, time.perf_counter() - wall, " ".join(args[:2]))
+            return forked.done
     cpu, wall = _children_cpu(), time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "servelab", *args],
@@ -102,8 +123,5 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
-    if count := os.environ.get(CLI_COUNT_ENV):
-        cpu, wall = _children_cpu() - cpu, time.perf_counter() - wall
-        with open(count, "a", encoding="utf-8") as fh:  # one short line: appends do not interleave
-            fh.write(f"{cpu:.4f}\t{wall:.4f}\t{' '.join(args[:2])}\n")
+    _count(_children_cpu() - cpu, time.perf_counter() - wall, " ".join(args[:2]))
     return done
