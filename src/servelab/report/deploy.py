@@ -217,6 +217,8 @@ def render_deploy(report: DeployReport) -> str:
     verdict = "ok" if report.ok else "FAILED"
     parts: list[RenderableType] = [_steps_table(f"{report.action}: {verdict}", report.steps)]
     parts.extend(f"  pair/{c.service}: {check_detail(c)}" for c in report.pair if not c.ok)
+    if report.action == "down" and all(s.outcome == StepOutcome.NOT_RUNNING for s in report.steps):
+        parts.append("nothing of this deployment's was running: nothing stopped")
     return plain_text(*parts)
 
 
