@@ -9,7 +9,7 @@ from typing import assert_never
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
+from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.deploy.steps import (
@@ -84,6 +84,8 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             pid = "-"
             if (item.pid_source or "").startswith(OTHERS_RECORD):
                 pid += f" ({OTHERS_RECORD})"  # its deployment and pid: in --json
+            elif item.pid_source == UNREADABLE_RECORD:
+                pid += f" ({UNREADABLE_RECORD})"
         else:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
             if item.unrecorded:
