@@ -154,3 +154,24 @@ def test_down_over_another_deployments_router_suggests_no_kill(
     assert f"held by pid {pids['router']} (sglang::router), not started by this" in out, out
     assert code == 0, out + err
     assert all(alive(pid) for pid in pids.values()), out + err
+
+
+@pytest.mark.timeout(600)
+def test_down_after_an_up_refused_over_a_router_on_a_worker_port_exits_0(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """Known after the eighteenth pass: zeta's decode url is beta's router port, so ``up -f
+    zeta`` is refused (the router is no decode worker). ``down -f zeta`` then found that router
+    on its decode's port, could not tell whose it was, and failed (exit 1, "kill -TERM" it) with
+    nothing of zeta's running. By the rule ``up`` refused by, it is another's: named, left alone,
+    exit 0, and the report says nothing of zeta's was running."""
+    root, ports, pids = beta
+    prefill, bootstrap, router, metrics = free_ports(4)
+    zeta = _zeta(root, PdPorts(prefill, bootstrap, ports.router, router, metrics))
+    _up_zeta_fails(root, zeta, pids)
+    code, out, err = servelab_in(root, "down", "-f", str(zeta))
+    assert code == 0, out + err
+    assert "kill" not in out + err, out + err
+    assert f"held by pid {pids['router']} (sglang::router), not started by this" in out, out
+    assert "nothing of this deployment's was running: nothing stopped" in out, out
+    assert all(alive(pid) for pid in pids.values()), out + err

@@ -9,8 +9,11 @@ file holds its original value."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,17 +22,39 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.history import K
+from tests.support.stack import start_process, stop_process, wait_http
 from tests.support.unstartable import unstartable_spec
 
 LOAD = ("--concurrency", "2", "--requests", "4", "--warmup", "0", "--answers", "off",
         "--allow-unread")  # fmt: skip
 
 
+@contextlib.contextmanager
+def _answering(spec: Path) -> Iterator[None]:
+    """A stranger's server answering 200 at the spec's decode ``/health`` for the block: the
+    deployment is up for ``ab``/``tune``'s check (they refuse one that is not), and the first
+    arm's restart then fails (its port held by a process not this deployment's)."""
+    port = re.search(r'^url = "http://127\.0\.0\.1:(\d+)"', spec.read_text(), re.M)
+    assert port is not None
+    served = spec.parent / "served"
+    served.mkdir(exist_ok=True)
+    (served / "health").write_text("ok\n")
+    argv = [sys.executable, "-m", "http.server", port[1], "--bind", "127.0.0.1",
+            "--directory", str(served)]  # fmt: skip
+    proc = start_process(argv, spec.parent / "served.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port[1]}/health", 30, proc)
+        yield
+    finally:
+        stop_process(proc)
+
+
 def _started(kind: str, spec: Path, led: tuple[str, ...]) -> int:
     """Start a run in ``spec``'s deployment: it stops at its first arm's failed restart."""
     extra = ("--repeat", "2", "--keep", "baseline") if kind == "ab" else ()
-    done = run_cli(kind, "--knob", f"decode:{K}=256,512", *LOAD, *extra, "-f", str(spec), *led,
-                   timeout=300)  # fmt: skip
+    with _answering(spec):
+        done = run_cli(kind, "--knob", f"decode:{K}=256,512", *LOAD, *extra, "-f", str(spec),
+                       *led, timeout=300)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     with Ledger.open(Path(led[1])) as ledger:
         table = "ab_sessions" if kind == "ab" else "tune_runs"

@@ -155,3 +155,27 @@ def test_restore_and_revert_of_a_same_named_deployments_revert_are_refused(
     own = run_cli("restore", cid, "-f", str(d2), *led)
     assert own.returncode == 1, own.stdout + own.stderr
     assert _written(ledger_file)[len(before) :][0] == ("100", mark(d2))
+
+
+def test_resolve_json_carries_the_restore_advice_the_text_shows(tmp_path: Path) -> None:
+    """Known after the seventeenth pass: ``case resolve --json`` had the plan but not whose each
+    revert is nor the ``restore`` that would be accepted, which the text says."""
+    alpha, beta, led, cid = _reverted_in_alpha(tmp_path)
+    (tmp_path / "a" / "decode.env").write_text(f"{K}=256\n")
+    with Ledger.open(Path(led[1])) as ledger:
+        ledger.add(KnobChangeRecord(id=0, at="2026-12-06T00:00:00Z", service="decode", name=K,
+                                    case_id=int(cid), old="512", new="256", reason="again",
+                                    deployment="alpha"))  # fmt: skip
+    args = ("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, "-f", str(beta))
+    done = run_cli(*args, *led, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    advice = doc["restore_advice"]
+    assert advice["here"] == "beta" and advice["spec_args"] == ["-f", str(alpha)], advice
+    assert [w["other"] for w in advice["whose"]] == ["alpha"], advice
+    text = run_cli(*args, *led)  # resolved again: the same lines as text
+    shown = [" ".join(line.split()) for line in text.stdout.splitlines() if line.startswith("  ")]
+    lines = doc["restore_lines"]
+    assert lines[-1] == f"apply it with: servelab restore {cid} -f {alpha}", lines
+    assert "alpha's revert, not this deployment's (beta)" in lines[0], lines
+    assert [" ".join(line.split()) for line in lines] == shown[-len(lines) :], (lines, shown)

@@ -292,9 +292,16 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
      "the KV transfer of long prompts fails (transfer buffers smaller than the longest prompt the "
      "engines admit?)"),
     (C.HEALTH_WORKERS_MISSING, _ROUTER,
-     "/readiness 200 in 9 ms (3/3 workers healthy); router lists decode-1 missing, decode-2 "
-     "healthy; but the router does not list decode-1 (out of the router: `servelab restart "
-     "--rolling NAME` puts a worker back)"),
+     "/readiness 200 in 9 ms (3/3 workers healthy); router lists decode-2 healthy; but the "
+     "router does not list decode-1 (out of the router: `servelab restart --rolling NAME` puts "
+     "a worker back)"),
+    (C.HEALTH_WORKERS_MISSING,
+     HealthProbe("/readiness", 503, 0.009, healthy_workers=0, total_workers=0, workers=(
+         WorkerListing("prefill", "http://p", "prefill", False, False),
+         WorkerListing("decode", "http://d", "decode", False, False)),
+         missing=("prefill", "decode")),
+     "/readiness 503 in 9 ms (0/0 workers healthy); but the router does not list prefill, decode "
+     "(out of the router: `servelab restart --rolling NAME` puts a worker back)"),
     (C.E2E_WORKER_REACHED, _reach(4, 5, 3),
      "reached through router: served requests 4 -> 5 after 3 request(s)"),
     (C.E2E_WORKER_UNREACHED, _reach(4, 4, 2, (200, 200)),

@@ -53,7 +53,7 @@ from servelab.report.docs import (
     describe_cost,
     describe_restore_item,
     describe_timeline_entry,
-    restore_hint,
+    restore_lines,
     restore_plan_lines,
 )
 
@@ -292,8 +292,10 @@ def case_resolve(
 
     where = SpecAndLedger(spec_path, ledger_path)
     view, before = run_with_ledger(where, body, create=False)
-    if as_json:
-        print_json(case_json(view))
+    if as_json:  # the restore advice the text shows, as data and as its lines
+        advice = restore_advice(where.spec(), view.case, view.plan) if view.plan else None
+        lines = None if advice is None else restore_lines(case_id, view.plan, advice)
+        print_json(case_json(view, advice, lines))
         return
     if before.status == CASE_RESOLVED:
         say(f"case {case_id} resolved again: {root_cause}")
@@ -302,7 +304,7 @@ def case_resolve(
         say(f"case {case_id} resolved: {root_cause}")
     if view.plan:  # the spec read only for a plan, as before
         advice = restore_advice(where.spec(), view.case, view.plan)
-        for line in [*restore_plan_lines(view.plan, advice), restore_hint(case_id, advice)]:
+        for line in restore_lines(case_id, view.plan, advice):
             say(f"  {line}")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 import orjson
+from click.core import ParameterSource
 
 from servelab.cli.boundary import json_option, print_json
 from servelab.cli.common import notice
@@ -64,6 +65,12 @@ class _File(click.Path):
         return super().convert(value, param, ctx)
 
 
+def _given(name: str) -> bool:
+    """Whether the running command's option ``name`` was given (not left at its default)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT)
+
+
 @trace_group.command("generate")
 @click.argument("out", metavar="FILE", type=_File(dir_okay=False, path_type=Path))
 @click.option("--kind", type=click.Choice(["agentic", "chat"]), default="agentic",
@@ -73,7 +80,8 @@ class _File(click.Path):
 @click.option("--turns", type=(int, int), default=_AGENTIC.turns, show_default=True,
               help="agentic: turns per session, from MIN to MAX.")  # fmt: skip
 @click.option("--requests", type=Parsed("N", parse_positive), default=str(_CHAT.requests),
-              show_default=True, help="chat: requests in the trace.")  # fmt: skip
+              show_default=True,
+              help="chat: requests in the trace (agentic: refused, exit 2).")  # fmt: skip
 @click.option("--rate", type=Parsed("PER_SECOND", parse_rate), default=None,
               help=f"Arrivals per second: sessions (agentic, default {_AGENTIC.rate:g}) or "
               f"requests (chat, default {_CHAT.rate:g}).")  # fmt: skip
@@ -116,6 +124,12 @@ def generate_command(
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
     check_resolution(resolution_ms)
     capped = Capped()
+    if kind == "agentic" and _given("requests"):  # it was silently ignored (issue 38)
+        raise click.BadParameter(
+            "counts a chat trace's requests; an agentic trace's come from its sessions and "
+            "turns: give --sessions and --turns (or --kind chat)",
+            param_hint="--requests",
+        )
     if kind == "agentic":
         agentic = replace(_AGENTIC, sessions=sessions, turns=turns, block_size=block_size,
                           resolution_ms=resolution_ms)  # fmt: skip

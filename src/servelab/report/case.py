@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
 from servelab.core.case.bisect import Bisected, Change
-from servelab.core.case.contract import RestoreOutcome, RevertOutcome
+from servelab.core.case.contract import RestoreAdvice, RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
     RULE_NEITHER,
@@ -184,11 +184,15 @@ def _head(outcome: RevertOutcome | RestoreOutcome) -> LeftDown | None:
     return None if left is None else LeftDown(*left)
 
 
-def case_json(view: CaseView) -> str:
+def case_json(
+    view: CaseView, advice: RestoreAdvice | None = None, lines: list[str] | None = None
+) -> str:
     """``case show --json`` (and ``case resolve --json``): the case, its timeline (each entry's
-    data as recorded), its restore plan and where the restore stands."""
+    data as recorded), its restore plan and where the restore stands; with ``advice`` (a plan,
+    seen from the spec given) whose each revert is, and ``lines``, the text's lines of it
+    (:func:`~servelab.report.docs.restore_plan_lines`, then the restore hint)."""
     timeline = [EntryDocument(e.at, e.kind, e.data) for e in view.timeline]
-    words = CaseWords(timeline, list(view.plan), view.restore_status)
+    words = CaseWords(timeline, list(view.plan), view.restore_status, advice, lines)
     return document_text(Worded(view.case, words))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.core.case.contract import RestoreAdvice
 from servelab.core.case.model import RestoreEvent, RestoreItem, TimelineData
 from servelab.core.ledger.codec import Omitted
 from servelab.core.verify.contract import VerifyReport
@@ -89,3 +90,7 @@ class CaseWords:
     timeline: list[EntryDocument]
     restore_plan: list[RestoreItem]
     restore_status: str
+    #: whose each plan item's revert is, seen from the spec given, and the ``restore`` that
+    #: would be accepted or why none is (the lines the text shows; absent: no plan, or no spec)
+    restore_advice: Omitted[RestoreAdvice] = None
+    restore_lines: Omitted[list[str]] = None

@@ -9,7 +9,7 @@ from typing import assert_never
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
+from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.deploy.steps import (
@@ -84,6 +84,8 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             pid = "-"
             if (item.pid_source or "").startswith(OTHERS_RECORD):
                 pid += f" ({OTHERS_RECORD})"  # its deployment and pid: in --json
+            elif item.pid_source == UNREADABLE_RECORD:
+                pid += f" ({UNREADABLE_RECORD})"
         else:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
             if item.unrecorded:
@@ -217,6 +219,8 @@ def render_deploy(report: DeployReport) -> str:
     verdict = "ok" if report.ok else "FAILED"
     parts: list[RenderableType] = [_steps_table(f"{report.action}: {verdict}", report.steps)]
     parts.extend(f"  pair/{c.service}: {check_detail(c)}" for c in report.pair if not c.ok)
+    if report.action == "down" and all(s.outcome == StepOutcome.NOT_RUNNING for s in report.steps):
+        parts.append("nothing of this deployment's was running: nothing stopped")
     return plain_text(*parts)
 
 

@@ -75,6 +75,7 @@ __all__ = [
     "describe_restore_item",
     "describe_timeline_entry",
     "restore_hint",
+    "restore_lines",
     "restore_plan_lines",
     "whose_revert",
 ]
@@ -158,6 +159,12 @@ def restore_hint(case_id: int, advice: RestoreAdvice) -> str:
         whose.insert(0, f"this deployment ({advice.here})")
     return (f"no one restore applies it: its reverts are {' and '.join(whose)}'s "
             "(each restored from its own deployment's spec)")  # fmt: skip
+
+
+def restore_lines(case_id: int, plan: Sequence[RestoreItem], advice: RestoreAdvice) -> list[str]:
+    """The restore plan's lines, then the ``restore`` that would be accepted (or why none is):
+    what ``case resolve`` prints, and its ``--json`` carries."""
+    return [*restore_plan_lines(plan, advice), restore_hint(case_id, advice)]
 
 
 def describe_conviction(test: ConvictionTest) -> str:

@@ -65,12 +65,11 @@ def _ready(data: HealthProbe) -> str:
     text = f"{data.path} {data.status} in {data.elapsed_s * 1000:.0f} ms"
     if data.healthy_workers is not None:
         text += f" ({data.healthy_workers}/{data.total_workers} workers healthy)"
-    if data.workers:
-        text += "; router lists " + ", ".join(_listed(row) for row in data.workers)
+    listed = [_listed(row) for row in data.workers or () if row.listed]
+    if listed:  # the ones it does not list are named once, by the check that says so
+        text += "; router lists " + ", ".join(listed)
     return text
 
 
 def _listed(row: WorkerListing) -> str:
-    if not row.listed:
-        return f"{row.service} missing"
     return f"{row.service} {'healthy' if row.healthy else 'unhealthy'}"

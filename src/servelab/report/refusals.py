@@ -13,6 +13,7 @@ from servelab.core.deploy.refusals import (
     AnothersRevert,
     AnothersRun,
     NotAsLeft,
+    NotUp,
     PortHeld,
     Recorded,
     Refusal,
@@ -98,6 +99,18 @@ def _of_deployment(mark: str) -> str:
     return f"{service} of deployment {name}" if name else f"marked {shown}"
 
 
+def _not_up(r: NotUp) -> str:
+    """Which services do not answer ready, each with its answer; that nothing was touched."""
+    answers = "; ".join(f"{service}: {probe.describe()}" for service, probe in r.down)
+    names = ", ".join(service for service, _ in r.down)
+    up = " ".join(("servelab", "up", *r.spec_args))
+    return (
+        f"the deployment is not up ({names} not ready: {answers}): {r.command} needs every "
+        f"service ready and refuses before starting or stopping anything; bring it up with "
+        f"`{up}` (or see `servelab status`)"
+    )
+
+
 def refusal_words(refusal: Refusal) -> str:
     """What ``refusal`` refused, why, and how to do it instead, on one line."""
     match refusal:
@@ -122,6 +135,8 @@ def refusal_words(refusal: Refusal) -> str:
             )
         case NotAsLeft():
             return _not_as_left(refusal)
+        case NotUp():
+            return _not_up(refusal)
         case PortHeld(service, port, host, pid, mark):
             return (
                 f"{service}: port {port} on {host} is held by pid {pid}, {_of_deployment(mark)}: "

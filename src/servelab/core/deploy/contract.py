@@ -12,11 +12,14 @@ from pydantic import computed_field
 from servelab.core.deploy.probe import ProbeResult
 from servelab.core.redacted import StoredUrl
 
-__all__ = ["OTHERS_RECORD", "ServiceStatus"]
+__all__ = ["OTHERS_RECORD", "UNREADABLE_RECORD", "ServiceStatus"]
 
 #: How ``pid_source`` begins when the service's pid record in the state folder is another
 #: deployment's (two specs share the folder): not this service's process, so ``pid`` is None.
 OTHERS_RECORD = "another deployment's record"
+#: ``pid_source`` when no process is found and the service's pid record is there but does not
+#: read as one (broken, oversized, a FIFO or a device): ``pid`` None, and why.
+UNREADABLE_RECORD = "pid record unreadable"
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The refusals to act on another deployment's things (issue 38), typed: what ``ab``/``tune
---resume``, ``case restore``/``revert``/``bisect --resume`` and ``up`` refuse, as data (pure).
+--resume``, ``case restore``/``revert``/``bisect --resume`` and ``up`` refuse, and an ``ab`` or
+``tune`` on a deployment that is not up, as data (pure).
 
 ops raises them (:class:`RunRefused`, exit 2; :class:`CaseRefused`, exit 2; :class:`PortRefused`,
 exit 1: each in :mod:`servelab.errors`' tree, carrying its ``refusal``); their words are made by
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
+from servelab.core.deploy.probe import ProbeResult
 from servelab.errors import CaseError, OptionError, ServiceStartError
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "AnothersRun",
     "CaseRefused",
     "NotAsLeft",
+    "NotUp",
     "PortHeld",
     "PortRefused",
     "Recorded",
@@ -152,6 +155,17 @@ class RouterOnWorkerPort:
     word: str
 
 
+@dataclass(frozen=True)
+class NotUp:
+    """``command`` (``ab``, ``tune``) needs the deployment up, and each of ``down`` (a service
+    and its readiness probe's answer) is not ready: nothing was started or stopped. ``spec_args``
+    name the spec (``-f PATH``, empty: the default) for the ``up`` that brings it back."""
+
+    command: str
+    down: tuple[tuple[str, ProbeResult], ...]
+    spec_args: tuple[str, ...] = ()
+
+
 #: Every refusal; the words ``match`` on it (mypy names a missing case).
 Refusal = (
     AnothersRun
@@ -159,6 +173,7 @@ Refusal = (
     | AnothersRevert
     | AnothersBisection
     | NotAsLeft
+    | NotUp
     | PortHeld
     | RouterNotListing
     | RouterOnWorkerPort
@@ -177,9 +192,10 @@ def _fields(refusal: Refusal) -> str:
 
 
 class RunRefused(OptionError):
-    """``ab``/``tune --resume`` refused (exit 2): ``refusal`` says why."""
+    """``ab``/``tune`` (a new one on a deployment not up, or a ``--resume``) refused (exit 2):
+    ``refusal`` says why."""
 
-    def __init__(self, refusal: AnothersRun | NotAsLeft) -> None:
+    def __init__(self, refusal: AnothersRun | NotAsLeft | NotUp) -> None:
         super().__init__(_fields(refusal))
         self.refusal = refusal
 

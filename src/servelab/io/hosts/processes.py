@@ -58,6 +58,7 @@ __all__ = [
     "is_alive",
     "launch_script",
     "parse_proc_stat",
+    "pid_record_unreadable",
     "proc_stat",
     "read_pid_record",
     "remove_pid_record",
@@ -151,6 +152,12 @@ def read_pid_record(state_dir: Path, service: str, at: str | None = None) -> Pid
         return None if raw is None else PidRecord(**json.loads(raw.decode("utf-8")))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def pid_record_unreadable(state_dir: Path, service: str) -> bool:
+    """Whether ``run/<service>.json`` is there (a link too) but reads as no pid record."""
+    there = os.path.lexists(_record_path(state_dir, service))  # OSError: False
+    return there and read_pid_record(state_dir, service) is None
 
 
 def remove_pid_record(state_dir: Path, service: str, at: str | None = None) -> None:

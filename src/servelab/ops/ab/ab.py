@@ -69,6 +69,7 @@ from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
 from servelab.ops.deploy.refused import put_back_on_failure
+from servelab.ops.deploy.upcheck import refuse_not_up
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -192,8 +193,9 @@ async def run_ab(
     allow_unread: bool = False,
 ) -> AbResult:
     """Run the counterbalanced A/B; restore the original value, or leave the one ``cfg.keep``
-    names. A knob the running engine does not read is refused before anything changes
-    (:func:`~servelab.ops.reads.refuse_unread`) unless ``allow_unread``."""
+    names. A deployment not up (:func:`~servelab.ops.deploy.upcheck.refuse_not_up`), and a knob
+    the running engine does not read (:func:`~servelab.ops.reads.refuse_unread`, unless
+    ``allow_unread``), are refused before anything changes."""
     if cfg.baseline == cfg.candidate:
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
@@ -202,6 +204,7 @@ async def run_ab(
         cfg = replace(cfg, keep=check_keep(op.spec, cfg.service, cfg.knob, cfg.keep, arms))
         if not allow_unread:
             await refuse_unread(op, cfg.service, [cfg.knob])
+        await refuse_not_up(op, "ab")  # before anything is started, stopped or journalled
         original = await get_knob(op, cfg.service, cfg.knob)
         journal = AbJournal(op.ledger) if op.ledger is not None else None
         session_id = None

@@ -75,6 +75,7 @@ from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
+from servelab.ops.deploy.upcheck import refuse_not_up
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -346,11 +347,13 @@ async def run_tune(
     allow_unread: bool = False,
 ) -> TuneRecord:
     """Run the tune (see the module docstring); recorded in the operation's ledger, if any. A
-    knob the running engine does not read is refused first unless ``allow_unread``."""
+    deployment not up (:func:`~servelab.ops.deploy.upcheck.refuse_not_up`) is refused first, and a
+    knob the running engine does not read unless ``allow_unread``."""
     async with operation(target, ledger=ledger, progress=progress) as op:
         cfg = check_tune(op.spec, cfg)  # every value, before the first restart
         for knob in cfg.knobs if not allow_unread else ():
             await refuse_unread(op, knob.service, [knob.knob])
+        await refuse_not_up(op, "tune")  # before anything is started, stopped or journalled
         original = tuple([await get_knob(op, k.service, k.knob) for k in cfg.knobs])
         store = TuneStore(op.ledger) if op.ledger is not None else None
         tune_id = None

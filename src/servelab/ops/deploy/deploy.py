@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
+from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, ServiceStatus
 from servelab.core.deploy.events import (
     EnvFileRestored,
     KnobNotAsFile,
@@ -63,7 +63,7 @@ from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import MAX_FILE_BYTES
 from servelab.io.hosts.ownrecord import read_own_record
-from servelab.io.hosts.processes import spec_mark
+from servelab.io.hosts.processes import pid_record_unreadable, spec_mark
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -238,6 +238,8 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
         shown.pid, shown.pid_source = read.record.pid, "pid record"
     elif not shown.alive and read.other is not None:  # a shared state folder: not this one's
         shown.pid_source = f"{OTHERS_RECORD} ({read.other!r}, pid {read.other_pid})"
+    elif not shown.alive and pid_record_unreadable(op.loaded.state_dir, service):
+        shown.pid_source = UNREADABLE_RECORD  # "-" alone said nothing of it
     return shown
 
 

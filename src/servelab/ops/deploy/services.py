@@ -341,7 +341,7 @@ async def _stop_unrecorded(
     owner, whose = await _marked_owner(op, service)
     if owner is None:
         return StepOutcome.NOT_RUNNING, evidence
-    if whose is Ownership.UNKNOWN and await others_router(op, service):
+    if whose is Ownership.UNKNOWN and await others_router(op, service, owner):
         whose = Ownership.NOT_OURS  # another deployment's router: named, left alone
     if whose is not Ownership.OURS:
         name = await _process_name(op.host(service), owner)

@@ -12,7 +12,9 @@ engine) is adopted as before.
 
 :func:`others_router`: for ``down``, the router on this spec's router port whose owner cannot be
 told (its mark written over) and whose worker list lacks this spec's workers is another
-deployment's: left alone and named, never suggested to be killed.
+deployment's: left alone and named, never suggested to be killed; and so is a router on a
+worker's port, by the rule ``up`` refuses it by (a ``down`` after that refused ``up`` failed on
+it, exit 1, with nothing of this deployment's running).
 """
 
 from __future__ import annotations
@@ -65,10 +67,15 @@ async def refuse_router(op: Operation, service: str, owner: int) -> None:
     raise PortRefused(RouterOnWorkerPort(service, svc.role, svc.port, host.name, owner, word))
 
 
-async def others_router(op: Operation, service: str) -> bool:
-    """Whether ``service`` is a router whose process, serving its port, lists its workers
-    readably: another's, without all of this spec's (it routes for another deployment; the rule
-    ``up`` refuses by, :func:`~servelab.ops.deploy.collision.refuse_not_listing`)."""
-    if op.spec.service(service).role != "router":
+async def others_router(op: Operation, service: str, owner: int) -> bool:
+    """Whether ``owner``, the process serving ``service``'s port, whose owner cannot be told, is
+    another deployment's router, by the rules ``up`` refuses by: ``service`` is a worker and
+    ``owner`` a router (:func:`refuse_router`), or ``service`` is a router whose process lists
+    its workers readably: another's, without all of this spec's (it routes for another
+    deployment, :func:`~servelab.ops.deploy.collision.refuse_not_listing`)."""
+    role = op.spec.service(service).role
+    if role in _WORKER_ROLES:
+        return await _router_word(op.host(service), owner) is not None
+    if role != "router":
         return False
     return routes_for_another(await router_listing(op, service))
