@@ -26,7 +26,7 @@ from servelab.core.deploy.steps import (
 )
 from servelab.core.ledger.codec import encode
 from servelab.core.printable import printable
-from servelab.core.redaction import redact, redact_url
+from servelab.core.redaction import redact
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.core.verify.contract import VerifyReport
 from servelab.ops.deploy.rolling_results import (
@@ -49,7 +49,7 @@ from servelab.ops.deploy.rolling_results import (
 from servelab.report.document import Worded, document_text
 from servelab.report.jsontext import json_text
 from servelab.report.othersrecord import others_words, stale_words
-from servelab.report.text import plain_text
+from servelab.report.text import plain_text, url_text
 from servelab.report.verify import (
     VerificationWords,
     check_detail,
@@ -95,7 +95,7 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
         answer = item.readiness.describe() if item.readiness is not None else "-"
         if item.error is not None:
             answer = f"host did not answer: {item.error}"
-        url, answer = redact_url(item.url), redact(answer)  # a spec URL's password, masked
+        url, answer = url_text(item.url), redact(answer)  # a spec URL's password, masked
         rows.append([item.service, item.role, item.host, pid, url, answer, _in_router(item)])
     return rows
 
