@@ -171,9 +171,10 @@ class AnothersProcess:
 
 @dataclass(frozen=True)
 class AnothersProcesses:
-    """``verify``: the ``processes`` serving this spec's services are another deployment's (a copy
-    of a running spec with its own state folder runs nothing of its own, the nineteenth pass):
-    verifying would read that deployment's processes as this one's and record a verdict on them."""
+    """``verify``: the ``processes`` serving this spec's services are another copy's of this
+    deployment (its name; a copy of a running spec with its own state folder runs nothing of its
+    own, the nineteenth pass): verifying would read that copy's processes as this one's and record
+    a verdict on them."""
 
     processes: tuple[AnothersProcess, ...]
 

@@ -49,7 +49,7 @@ from servelab.core.deploy.probe import quoted
 from servelab.core.deploy.refusals import AnothersProcess, AnothersProcesses, VerifyRefused
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
-from servelab.core.deploy.whose import others_of
+from servelab.core.deploy.whose import Whose, others_of
 from servelab.core.engines import readiness_workers
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import Check, CheckCode, Layer, LayerSkipped, SkipReason
@@ -94,8 +94,9 @@ async def verify(
 
     Checks run concurrently; the report lists them by layer, then in the spec's service order.
     :class:`~servelab.core.deploy.refusals.VerifyRefused` (nothing read, nothing recorded) when
-    another deployment's processes serve the services (a copy of a running spec with its own
-    state folder): their verdict is not this deployment's.
+    the processes serving the services are another copy's of this deployment (its name, another
+    state folder or address: a copy of a running spec runs nothing of its own); a deployment of
+    another name (the one an ``init`` spec describes) is verified as it runs.
     """
     chosen = _layers(layers)
     names = _selected(target.spec, services)
@@ -125,8 +126,9 @@ async def verify(
 
 
 async def _anothers(op: Operation, service: str) -> AnothersProcess | None:
-    """The process serving ``service`` when it carries another deployment's mark (None: this
-    deployment's, a stranger's, none, or its host did not answer: the layers say so)."""
+    """The process serving ``service`` when it carries the mark of another copy of this
+    deployment (None: this deployment's, a stranger's, another name's, none, or its host did not
+    answer: the layers say so)."""
     try:
         proc = await find_process(op.loaded, service, op.host(service))
     except HostError:
@@ -134,6 +136,8 @@ async def _anothers(op: Operation, service: str) -> AnothersProcess | None:
     if proc.pid is None or proc.others is None:
         return None
     whose = others_of(proc.others, spec_mark(op.loaded, service))
+    if whose.whose is Whose.NAMED:  # what `init` wrote a spec for: a running deployment
+        return None
     return AnothersProcess(service, op.spec.service(service).host, proc.pid, whose)
 
 
