@@ -26,6 +26,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   └── PutBackAfterFailure           a set value the deployment would not take, put back
     │                                     as found (servelab.ops.deploy.refused: it carries
     │                                     what the put-back did, or what is down)
+    ├── VerifyRefused(RuntimeError)       verify of a spec whose services another deployment's
+    │                                     processes serve (servelab.core.deploy.refusals)
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import uvloop
 
-from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused
+from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused, VerifyRefused
 from servelab.core.redaction import clip_long, redact
 from servelab.errors import (
     CaseError,
@@ -294,7 +294,7 @@ def _message(exc: BaseException) -> str:
         return _interruption(exc)
     if isinstance(exc, click.ClickException):
         return clip_long(redact(exc.format_message()))
-    if isinstance(exc, (RunRefused, CaseRefused, PortRefused)):  # typed: worded in report/
+    if isinstance(exc, (RunRefused, CaseRefused, PortRefused, VerifyRefused)):  # report/ words
         return redact(refusal_words(exc.refusal))
     if isinstance(exc, ServelabError):
         return redact(str(exc))

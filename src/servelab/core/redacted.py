@@ -15,7 +15,7 @@ from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_seria
 
 from servelab.core.redaction import mask_fields, redact, redact_headers, stored_url
 
-__all__ = ["StoredHeaders", "StoredText", "StoredUrl", "masked_serializer"]
+__all__ = ["StoredCommand", "StoredHeaders", "StoredText", "StoredUrl", "masked_serializer"]
 
 #: Request headers as a contract stores and shows them (``bench``/``soak --header``): encoded with
 #: every secret-looking value redacted; the requests carry the real values.
@@ -28,6 +28,12 @@ StoredHeaders = Annotated[
 #: secret-named query parameters redacted (:func:`~servelab.core.redaction.stored_url`); the
 #: requests use the real one.
 StoredUrl = Annotated[str, PlainSerializer(stored_url)]
+
+#: A command's words as a contract stores and shows them (``curl -X DELETE ROUTER/workers/ID``):
+#: encoded with each word's URL password and secret-named query parameters redacted.
+StoredCommand = Annotated[
+    tuple[str, ...], PlainSerializer(lambda words: [stored_url(word) for word in words])
+]
 
 #: Text quoted from elsewhere as a contract stores and shows it (an engine's answer: a health
 #: body, a model name it reports): encoded with what :func:`redact` finds in it masked; the

@@ -29,7 +29,7 @@ from servelab.report.route import route_text
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
-from servelab.report.text import level_label, safe_markdown
+from servelab.report.text import level_label, safe_markdown, url_text
 
 __all__ = [
     "CLIENT_REASONS",
@@ -130,11 +130,13 @@ def _steady(s: Summary) -> str:
     return f"{_f(s.mean)} ± {_f(s.std)} (n={s.n} runs)" if s.n else "n/a (< 2×C requests)"
 
 
+def _title(result: BenchResult, tail: str) -> str:  # its --label, else its URL as shown
+    return f"bench {result.config.label or url_text(result.config.url)}{tail}"
+
+
 def summary_table(result: BenchResult) -> Table:
     """One column per concurrency; distributions as mean ± σ | median | p90 | p99."""
-    title = f"bench {result.config.label or result.config.url}" + (
-        " (INTERRUPTED, partial)" if result.interrupted else ""
-    )
+    title = _title(result, " (INTERRUPTED, partial)" if result.interrupted else "")
     path = route_text(result.config.route or ProxyRoute())
     table = Table(title=title, caption=f"percentiles: {PERCENTILE_METHOD}; path: {path}")
     table.add_column("metric (mean ± σ | median | p90 | p99)")
@@ -342,8 +344,7 @@ def phase_plot(result: BenchResult) -> bytes | None:
     if not traced:
         return None
     bars = [(level_label(c), {n: q.p50 for n, q in t.phases.items()}) for c, t in traced]
-    label = result.config.label or result.config.url
-    return ttft_phase_plot(bars, title=f"bench {label}: where the TTFT went")
+    return ttft_phase_plot(bars, title=_title(result, ": where the TTFT went"))
 
 
 def summary_markdown(result: BenchResult) -> str:
@@ -399,9 +400,8 @@ def load_plot(result: BenchResult) -> bytes | None:
     run = runs[-1]
     slo = result.config.slo
     limits = [] if slo is None else [o for o in slo.objectives if o.metric == "ttft"]
-    label = result.config.label or result.config.url
     where = f"{level_label(run.concurrency)} run {run.repeat_index + 1}"
-    return load_ttft_plot(run.records, title=f"bench {label} ({where}): load and TTFT",
+    return load_ttft_plot(run.records, title=_title(result, f" ({where}): load and TTFT"),
                           ttft_limit_ms=limits[0].limit_ms if limits else None)  # fmt: skip
 
 

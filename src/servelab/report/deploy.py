@@ -25,8 +25,7 @@ from servelab.core.deploy.steps import (
     UnprovenOwner,
 )
 from servelab.core.ledger.codec import encode
-from servelab.core.printable import printable
-from servelab.core.redaction import redact, redact_url
+from servelab.core.redaction import redact
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.core.verify.contract import VerifyReport
 from servelab.ops.deploy.rolling_results import (
@@ -48,8 +47,8 @@ from servelab.ops.deploy.rolling_results import (
 )
 from servelab.report.document import Worded, document_text
 from servelab.report.jsontext import json_text
-from servelab.report.othersrecord import others_words, stale_words
-from servelab.report.text import plain_text
+from servelab.report.othersrecord import others_words, stale_words, whose_mark
+from servelab.report.text import plain_text, url_text
 from servelab.report.verify import (
     VerificationWords,
     check_detail,
@@ -90,29 +89,16 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
             if item.unrecorded:
                 pid += " (servelab's, no pid record)"
-            elif item.other_deployment is not None:
-                pid += f" ({_others_mark(item.other_deployment)})"
+            elif item.others is not None:
+                pid += f" ({whose_mark(item.others)})"  # the whole mark: in --json
             elif (item.pid_source or "").startswith("owner of port"):
                 pid += " (port owner)"
         answer = item.readiness.describe() if item.readiness is not None else "-"
         if item.error is not None:
             answer = f"host did not answer: {item.error}"
-        url, answer = redact_url(item.url), redact(answer)  # a spec URL's password, masked
+        url, answer = url_text(item.url), redact(answer)  # a spec URL's password, masked
         rows.append([item.service, item.role, item.host, pid, url, answer, _in_router(item)])
     return rows
-
-
-#: Characters of another deployment's name shown at most (its process sets its mark).
-_NAME_CHARS = 80
-
-
-def _others_mark(mark: str) -> str:
-    """Whose the process is, from another deployment's mark ``<deployment>/<service>@<address>``:
-    ``NAME's`` (control characters escaped, cut; the whole mark is in ``--json``)."""
-    name = mark.rpartition("/")[0]
-    if len(name) > _NAME_CHARS:
-        name = name[:_NAME_CHARS] + "…"
-    return f"{printable(name)}'s"
 
 
 def _in_router(item: ServiceStatus) -> str:

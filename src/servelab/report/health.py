@@ -7,6 +7,7 @@ import shlex
 
 from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.health import HealthProbe, WorkerListing
+from servelab.report.text import url_text
 
 __all__ = ["WORKER_NOTE", "describe_health"]
 
@@ -44,7 +45,8 @@ def describe_health(code: CheckCode, data: HealthProbe) -> str:
             "bootstrap_port and the engine's --disaggregation-bootstrap-port the same"
         )
     if code is _C.HEALTH_WORKERS_UNKNOWN:
-        stale = [f"{w.url} ({w.role or 'no role'}; remove it: `{shlex.join(w.remove)}`)"
+        stale = [f"{url_text(w.url)} ({w.role or 'no role'}; remove it: "
+                 f"`{shlex.join(url_text(word) for word in w.remove)}`)"
                  for w in data.unknown or ()]  # fmt: skip
         return f"{ready}; but the router lists a worker the spec does not have: {', '.join(stale)}"
     return ready

@@ -88,7 +88,7 @@ from servelab.core.verify.events import (
 )
 from servelab.report.othersrecord import others_words, stale_words, untold_words
 from servelab.report.relaunch import changed_settings
-from servelab.report.text import arm_value, level_label
+from servelab.report.text import arm_value, level_label, url_text
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
     from servelab.core.bench.contract import BenchProgress
@@ -180,7 +180,8 @@ def _deploy(
             still = f"start command still running after {timeout_s}s"
             return f"{service}: {still}, but the service is ready"
         case LaunchTimedOut(service=service, host=host, url=url):
-            return f"{service}: its launch command timed out on {host}; probing readiness at {url}"
+            return (f"{service}: its launch command timed out on {host}; probing readiness at "
+                    f"{url_text(url)}")  # fmt: skip
         case ServiceReady(service=service, outcome=outcome, elapsed_s=elapsed_s):
             return f"{service}: {outcome} in {elapsed_s:.1f}s"
         case ServiceAlreadyUp(service=service, pid=pid, recorded_again=True):
@@ -361,7 +362,7 @@ def _soak(
     match event:
         case SoakStarted(sessions=sessions, rounds=rounds, entry=entry, connection=connection):
             shape = f"{sessions} sessions x {rounds} rounds"
-            return f"soak: {shape} via {entry} ({connection} connections)"
+            return f"soak: {shape} via {url_text(entry)} ({connection} connections)"
         case EnginesStarted(start=start):
             return f"engines were {start.start} ({start.reason})"
         case RequestResent(session=session, round=rnd):

@@ -1,6 +1,7 @@
 """The words of a refusal to act on another deployment's things (issue 38; the types in
 :mod:`servelab.core.deploy.refusals`): ``ab``/``tune --resume``, ``case restore``/``revert``/
-``bisect --resume`` and ``up`` over another deployment's port (pure: returns str). The command
+``bisect --resume``, ``up`` over another deployment's port and ``verify`` of another deployment's
+processes (pure: returns str). The command
 line's failure boundary prints them for :class:`~servelab.core.deploy.refusals.RunRefused`,
 :class:`~servelab.core.deploy.refusals.CaseRefused` and
 :class:`~servelab.core.deploy.refusals.PortRefused`."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from servelab.core.deploy.refusals import (
     AnothersBisection,
+    AnothersProcesses,
     AnothersRestore,
     AnothersRevert,
     AnothersRun,
@@ -22,6 +24,7 @@ from servelab.core.deploy.refusals import (
     SpecToUse,
 )
 from servelab.core.printable import printable
+from servelab.report.othersrecord import whose_words
 
 __all__ = ["refusal_words"]
 
@@ -159,3 +162,19 @@ def refusal_words(refusal: Refusal) -> str:
                 "a router (another deployment's?); not adopted as its worker, not started over it "
                 f"(give {service} its own port)"
             )
+        case AnothersProcesses():
+            return _anothers_processes(refusal)
+
+
+def _anothers_processes(refusal: AnothersProcesses) -> str:
+    """``verify`` of services another deployment's processes serve."""
+    held = "; ".join(
+        f"{p.service} (pid {p.pid} on {p.host}) is a process of {whose_words(p.others)}"
+        for p in refusal.processes
+    )
+    return (
+        f"verify refused: {held}, not this deployment's: verifying here would read that "
+        "deployment's processes and record their verdict as this one's (nothing recorded); "
+        "verify it with -f the spec of the state folder that started them, or give this spec "
+        "its own ports and bring it up"
+    )

@@ -4,7 +4,7 @@ what decided it (:class:`~servelab.core.load.proxyroute.ProxyRoute`)."""
 from __future__ import annotations
 
 from servelab.core.load.proxyroute import ProxyRoute, RouteSource
-from servelab.core.redaction import redact_url
+from servelab.report.text import url_text
 
 __all__ = ["route_text"]
 
@@ -27,5 +27,5 @@ def route_text(route: ProxyRoute) -> str:
     """``through the forward proxy http://127.0.0.1:3128 (from HTTPS_PROXY)`` or ``straight
     (--no-proxy)``."""
     if route.forwarded and route.proxy is not None:
-        return f"through the forward proxy {redact_url(route.proxy)} ({_why(route)})"
+        return f"through the forward proxy {url_text(route.proxy)} ({_why(route)})"
     return f"straight ({_why(route)})"

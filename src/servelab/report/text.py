@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from rich.console import Console, RenderableType
 
 from servelab.core.knobs.invisible import escape_invisible
+from servelab.core.redaction import stored_url
 
 __all__ = [
     "arm_value",
@@ -24,6 +25,7 @@ __all__ = [
     "plain_text",
     "safe_markdown",
     "show_value",
+    "url_text",
 ]
 
 
@@ -35,6 +37,15 @@ def plain_text(*renderables: RenderableType, width: int = 120) -> str:
     for renderable in renderables:
         console.print(renderable, soft_wrap=isinstance(renderable, str))
     return buffer.getvalue()
+
+
+def url_text(url: str) -> str:
+    """A URL as every human line shows it (a title, a table's cell, a sentence): the one
+    redaction policy's (:func:`~servelab.core.redaction.stored_url`, what ``--json`` and the
+    ledger hold of it), its password and its secret-named query parameters masked. Every URL a
+    renderer prints goes through here (``tests/report/test_url_text.py`` reads report/ for one
+    that does not)."""
+    return stored_url(url)
 
 
 def pct(fraction: float) -> str:

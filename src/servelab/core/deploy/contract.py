@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pydantic import computed_field
 
 from servelab.core.deploy.probe import ProbeResult
+from servelab.core.deploy.whose import Others
+from servelab.core.ledger.codec import Omitted
 from servelab.core.redacted import StoredUrl
 
 __all__ = ["OTHERS_RECORD", "UNREADABLE_RECORD", "ServiceStatus"]
@@ -45,6 +47,9 @@ class ServiceStatus:
     #: The mark (``<deployment>/<service>@<address>``) its port's owner carries when that is
     #: ANOTHER deployment's: this spec's port is that deployment's, its process not this one's.
     other_deployment: str | None = None
+    #: Whose that is against this deployment's own mark (another name, another address, or a
+    #: copy of this spec with another state folder): how it is worded.
+    others: Omitted[Others] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -1,9 +1,10 @@
 """The refusals to act on another deployment's things (issue 38), typed: what ``ab``/``tune
---resume``, ``case restore``/``revert``/``bisect --resume`` and ``up`` refuse, and an ``ab`` or
-``tune`` on a deployment that is not up, as data (pure).
+--resume``, ``case restore``/``revert``/``bisect --resume``, ``up`` and ``verify`` refuse, and an
+``ab`` or ``tune`` on a deployment that is not up, as data (pure).
 
 ops raises them (:class:`RunRefused`, exit 2; :class:`CaseRefused`, exit 2; :class:`PortRefused`,
-exit 1: each in :mod:`servelab.errors`' tree, carrying its ``refusal``); their words are made by
+exit 1; :class:`VerifyRefused`, exit 1: each in :mod:`servelab.errors`' tree, carrying its
+``refusal``); their words are made by
 :func:`servelab.report.refusals.refusal_words`, which the command line's failure boundary prints.
 An exception's own ``str`` is the refusal's fields, as stored where a failure's text is kept (the
 ledger's row of a failed ``up``).
@@ -15,10 +16,13 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 
 from servelab.core.deploy.probe import ProbeResult
-from servelab.errors import CaseError, OptionError, ServiceStartError
+from servelab.core.deploy.whose import Others
+from servelab.errors import CaseError, OptionError, ServelabError, ServiceStartError
 
 __all__ = [
     "AnothersBisection",
+    "AnothersProcess",
+    "AnothersProcesses",
     "AnothersRestore",
     "AnothersRevert",
     "AnothersRun",
@@ -33,6 +37,7 @@ __all__ = [
     "RouterOnWorkerPort",
     "RunRefused",
     "SpecToUse",
+    "VerifyRefused",
 ]
 
 
@@ -166,6 +171,27 @@ class NotUp:
     spec_args: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class AnothersProcess:
+    """This spec's ``service`` on ``host`` is served by ``pid``, which carries another
+    deployment's mark (``others``: whose, against this deployment's own mark)."""
+
+    service: str
+    host: str
+    pid: int
+    others: Others
+
+
+@dataclass(frozen=True)
+class AnothersProcesses:
+    """``verify``: the ``processes`` serving this spec's services are another copy's of this
+    deployment (its name; a copy of a running spec with its own state folder runs nothing of its
+    own, the nineteenth pass): verifying would read that copy's processes as this one's and record
+    a verdict on them."""
+
+    processes: tuple[AnothersProcess, ...]
+
+
 #: Every refusal; the words ``match`` on it (mypy names a missing case).
 Refusal = (
     AnothersRun
@@ -177,6 +203,7 @@ Refusal = (
     | PortHeld
     | RouterNotListing
     | RouterOnWorkerPort
+    | AnothersProcesses
 )
 
 
@@ -212,5 +239,14 @@ class PortRefused(ServiceStartError):
     """``up`` refused a service's step (exit 1): its port is another deployment's."""
 
     def __init__(self, refusal: PortHeld | RouterNotListing | RouterOnWorkerPort) -> None:
+        super().__init__(_fields(refusal))
+        self.refusal = refusal
+
+
+class VerifyRefused(ServelabError, RuntimeError):
+    """``verify`` refused (exit 1, nothing recorded): ``refusal`` says whose processes serve
+    this spec's services."""
+
+    def __init__(self, refusal: AnothersProcesses) -> None:
         super().__init__(_fields(refusal))
         self.refusal = refusal

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.core.ledger.codec import Omitted
+from servelab.core.redacted import StoredCommand, StoredUrl
 
 __all__ = ["HealthProbe", "StaleWorker", "WorkerListing"]
 
@@ -20,7 +21,7 @@ class WorkerListing:
     ``spec_bootstrap_port``) (:mod:`servelab.core.verify.routerview`)."""
 
     service: str
-    url: str
+    url: StoredUrl
     role: str
     listed: bool
     healthy: bool
@@ -37,10 +38,10 @@ class WorkerListing:
 class StaleWorker:
     """A worker the router lists that the spec does not have, and the command that removes it."""
 
-    url: str
+    url: StoredUrl
     role: str
     id: str
-    remove: tuple[str, ...] = ()
+    remove: StoredCommand = ()
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
+from servelab.core.deploy.whose import others_of
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import DeployError, HostError, ServelabError
@@ -231,6 +232,8 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
     if shown.alive:
         shown.pid_source, shown.unrecorded = proc.source, proc.unrecorded
         shown.other_deployment = proc.others
+        if proc.others is not None:
+            shown.others = others_of(proc.others, spec_mark(op.loaded, service))
     read = await read_own_record(
         op.host(service), op.loaded.state_dir, service, spec_mark(op.loaded, service)
     )

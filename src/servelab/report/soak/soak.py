@@ -36,6 +36,7 @@ from servelab.report.soak.words import (
     telemetry_text,
 )
 from servelab.report.soak.workload import fresh_text, uncached_text
+from servelab.report.text import url_text
 
 __all__ = ["EvidenceDocument", "FindingWords", "Ok", "PhaseWords", "SoakWords", "TargetsWords",
            "Text", "TracesWords", "Worker", "cache_lines", "finding_advice", "page_sections",
@@ -176,7 +177,7 @@ def _header(result: SoakResult) -> list[str]:
     conns = f", connections opened {opened}" if opened else ""
     lines = [
         f"soak {verdict}: {data.count} sessions x {cfg.rounds} rounds "
-        f"({cfg.connection} connections{client}) via {result.targets.entry_url}, "
+        f"({cfg.connection} connections{client}) via {url_text(result.targets.entry_url)}, "
         f"{result.elapsed_s:.1f} s",
         f"  sessions completed {data.completed}/{data.count}, "
         f"rounds done {data.rounds_done}, requests {data.requests}{conns}",
