@@ -22,6 +22,7 @@ import pytest
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.soak.result import SoakConfig, Targets
+from servelab.core.verify.checks import CheckCode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -30,6 +31,7 @@ from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.soak.soak import soak
 from tests.support import run_cli
 from tests.support.deployed import deployed
+from tests.support.e2ewait import e2e_waited
 from tests.support.specs import write_pd_spec
 
 TILE = "SGLANG_SM120_MLA_KV_TILE"
@@ -109,3 +111,7 @@ def test_the_guilty_knob_is_convicted_and_stays_reverted(stack: LoadedSpec, tmp_
     left = run_cli("restore", case, *spec, *led)
     assert left.returncode == 2 and "nothing to restore" in left.stderr
     assert asyncio.run(get_knob(stack, "decode", TILE)) is None  # restore leaves it
+    # the suspect arm's long prompt never answers: failed at the workload's bound (8 x 1.5 s),
+    # not after verify's 120 s
+    code, waited = e2e_waited(ledger_file, doc["visits"][0]["verification_id"])
+    assert code is CheckCode.E2E_LONG_FAILED and waited < 60, (code, waited)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.core.verify.checks import CheckCode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
@@ -37,6 +38,7 @@ from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
 from tests.support.deployed import deployed
+from tests.support.e2ewait import e2e_waited
 from tests.support.http import set_faults
 from tests.support.specs import write_pd_spec
 
@@ -107,6 +109,10 @@ def test_a_guilty_knob_among_six_is_convicted_and_left_reverted(
     with Ledger.open(ledger_file) as ledger:
         view = cases.view_case(ledger, cid)
     assert view.case.status == "resolved" and view.restore_status == "nothing to restore"
+    # the guilty tile's long prompt never answers: failed at the localizing bound (8 x 1.5 s),
+    # not after verify's 120 s
+    code_, waited = e2e_waited(ledger_file, state["verification_id"])
+    assert code_ is CheckCode.E2E_LONG_FAILED and waited < 60, (code_, waited)
 
 
 @pytest.mark.timeout(900)

@@ -55,6 +55,7 @@ from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import live_knob, set_knob
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
+from servelab.ops.verify.e2e import E2EOptions
 from servelab.ops.verify.verify import verify
 
 __all__ = [
@@ -102,12 +103,14 @@ async def make_live(
     *,
     e2e: bool = True,
     answers_tested: bool = False,
+    e2e_options: E2EOptions | None = None,
 ) -> LiveArm:
     """Set each knob, co-restart, and prove the arm live (end to end unless not ``e2e``: an arm
     that may be broken, a bisection's, is proven by its values and its path left to its test);
     raise when it is not. With ``answers_tested`` (a test that measures the arm's answers), an
     e2e check failed by ``e2e.answers_changed`` alone does not make the arm not live: its
-    answers differ, which is what the test measures."""
+    answers differ, which is what the test measures. ``e2e_options``: the e2e layer's (None:
+    verify's defaults)."""
     for s in settings:
         await set_knob(op, s.service, s.knob, s.value, reason=reason)
     services = list(dict.fromkeys(s.service for s in settings))
@@ -117,7 +120,7 @@ async def make_live(
         values = ", ".join(str(s.value) for s in settings)
         raise BenchError(f"restart for arm {values} failed ({', '.join(failed)}): arm not measured")
     layers = ("config", "live", "pair", "e2e") if e2e else ("config", "live", "pair")
-    proof = await verify(op.quiet(), services, layers=layers)
+    proof = await verify(op.quiet(), services, layers=layers, e2e=e2e_options)
     live = tuple([await _read_back(op, s) for s in settings])
     wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
              if not same_value(v, _expected(op, s))]  # fmt: skip

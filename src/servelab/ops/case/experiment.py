@@ -71,6 +71,7 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob, knob_owner, live_knobs
 from servelab.ops.soak.soak import soak
+from servelab.ops.verify.e2e import bounded_by
 
 __all__ = [
     "CaseTestConfig",
@@ -192,13 +193,18 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
     return _Arms(target, suspect, revert, found)
 
 
-async def _make_live(op: Operation, target: Target, value: str | None, why: str) -> int | None:
+async def _make_live(
+    op: Operation, target: Target, value: str | None, why: str, workload: SoakConfig | None
+) -> int | None:
     """The arm at ``value`` made live (:func:`servelab.ops.arm.make_live`: set, co-restart in
-    order, proven by the config, live and e2e layers and the value read back); its verification."""
+    order, proven by the config, live and e2e layers and the value read back); its verification.
+    The e2e layer's long prompt waits at most the workload's replay-matrix bound
+    (:func:`~servelab.ops.verify.e2e.bounded_by`): the suspect arm may be the hang itself."""
     service = str(target.service)
     value = argument_knob(op, target.name).normalize(value)  # a flag's ``true`` is ``on``
     op.say(CoRestarting(tuple(restart_plan(op.spec, [service]))))
-    arm = await make_live(op, [Setting(service, target.name, value)], why)
+    e2e = None if workload is None else bounded_by(workload.deadlines)
+    arm = await make_live(op, [Setting(service, target.name, value)], why, e2e_options=e2e)
     return arm.verification_id
 
 
@@ -216,7 +222,7 @@ async def _visit(
     verification_id = None
     if arms.target.kind == "knob":
         why = f"case {cfg.case_id}: test of {arms.target}, arm {arm}, round {rnd + 1}"
-        verification_id = await _make_live(op, arms.target, value, why)
+        verification_id = await _make_live(op, arms.target, value, why, workload)
         workload = dataclasses.replace(workload, knobs=await live_knobs(op))
     else:
         targets = Targets(str(value), targets.router_url, (), targets.router_service)
@@ -236,14 +242,14 @@ def _found(arms: _Arms) -> list[KnobBack]:
     return [KnobBack(str(arms.target.service), arms.target.name, arms.found)]
 
 
-async def _leave_as_found(op: Operation, arms: _Arms) -> str | None:
+async def _leave_as_found(op: Operation, arms: _Arms, workload: SoakConfig | None) -> str | None:
     """Put the knob back as it was found (nothing to do for a component); the value left."""
     if arms.target.kind != "knob":
         return None
     service = str(arms.target.service)
     if await get_knob(op, service, arms.target.name) != arms.found:
         op.say(KnobPuttingBack(service, arms.target.name, arms.found))
-        await _make_live(op, arms.target, arms.found, "case test: left as found")
+        await _make_live(op, arms.target, arms.found, "case test: left as found", workload)
     return await get_knob(op, service, arms.target.name)
 
 
@@ -275,7 +281,7 @@ async def run_case_test(
                 visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
             if answers is not None:
                 visits = answers.judged(visits)
-            left = await _leave_as_found(op, arms)
+            left = await _leave_as_found(op, arms, workload)
     reference = case_reference(case.events, case.evidence, cfg.test.concurrency)
     record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started,
                      reference)  # fmt: skip

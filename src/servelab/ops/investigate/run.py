@@ -89,6 +89,7 @@ from servelab.ops.investigate.steps import (
     reproduce_hang,
     test_target,
 )
+from servelab.ops.verify.e2e import bounded_by
 from servelab.ops.verify.verify import verify
 
 __all__ = [
@@ -351,7 +352,7 @@ async def _reproduce(run: _Run, state: InvestigationState) -> InvestigationState
 
 
 async def _localize(run: _Run, state: InvestigationState) -> InvestigationState:
-    report = await verify(run.op, ledger=run.ledger)
+    report = await verify(run.op, ledger=run.ledger, e2e=bounded_by(run.cfg.steps.soak.deadlines))
     component = component_of(run.op)
     side = side_of(state.layer, component=component)
     run.tell(Localized(state.layer, state.worker, side, report.verification_id))

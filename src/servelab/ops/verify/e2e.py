@@ -6,7 +6,9 @@
   ``/metrics``; + a second probe when those cannot be read, or say cold), then ONE long prompt
   sized from the engines' own input limit, capped (:mod:`servelab.ops.verify.longprompt`: a KV
   transfer that fails only for long prompts fails ``e2e.long_failed``; no limit read: skipped,
-  and said in the check's data).
+  and said in the check's data). Beside a soak's test of a hang (``investigate``'s localizing
+  verification, ``case test``'s arms), the long prompt waits at most that soak's replay-matrix
+  bound (:func:`bounded_by`), not the default 120 s.
 - **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
   each prefill's and decode's real counter of its requests is read (its own ``/metrics``, else
   the router's per-worker counter: :mod:`servelab.core.verify.served`), small requests are sent
@@ -29,6 +31,7 @@ from time import perf_counter_ns
 from servelab.core.load.identity import request_identity
 from servelab.core.load.proxyroute import ProxyRoute, route
 from servelab.core.load.records import RequestRecord
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
 from servelab.core.verify.checks import Check, CheckCode, Layer
@@ -53,7 +56,7 @@ from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 from servelab.ops.verify.layers.reader import failed
 from servelab.ops.verify.longprompt import long_probe
 
-__all__ = ["E2EOptions", "e2e_check", "probe_body", "reach_checks"]
+__all__ = ["E2EOptions", "bounded_by", "e2e_check", "probe_body", "reach_checks"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class E2EOptions:
     prompt_tokens: int = 512
     max_tokens: int = 16
     timeout_s: float = 120.0
+    #: the long prompt's own timeout (None: ``timeout_s``); it is sent once the probe has paid
+    #: any cold start (:func:`bounded_by`)
+    long_timeout_s: float | None = None
     cold_ratio: float = COLD_RATIO
     cold_min_s: float = COLD_MIN_S
     reach_requests: int = 16
@@ -86,6 +92,16 @@ class E2EOptions:
     def route(self, base: str) -> ProxyRoute:
         """The path to ``base`` (ValueError: the proxy's URL is not one)."""
         return route(base, self.env, proxy=self.proxy, bypass=self.no_proxy)
+
+
+def bounded_by(deadlines: Deadlines) -> E2EOptions:
+    """The e2e options of a verification beside a soak that tests a hang: the long prompt waits
+    at most as long as that soak's replay matrix without a deadline (``deadlines.matrix_s``, 8 x
+    its idle timeout), never longer than ``timeout_s``. The soak says what a hang is; a long
+    prompt the hang swallows (a guilty knob's long-context fault) fails at that bound instead of
+    after 120 s. The probe before it keeps ``timeout_s``: it pays a co-restart's cold start."""
+    default = E2EOptions()
+    return replace(default, long_timeout_s=min(default.timeout_s, deadlines.matrix_s))
 
 
 def _prompt(words: int, salt: str) -> str:
@@ -185,8 +201,12 @@ async def e2e_check(
     start = _classify(before, probe.total_s, second_s, opts)
     probe = replace(probe, start=start.start, start_reason=start.reason)
 
+    long_opts = (
+        opts if opts.long_timeout_s is None else replace(opts, timeout_s=opts.long_timeout_s)
+    )
+
     async def send(prompt: str) -> RequestTiming:
-        return _timing(await _stream_once(base, model, prompt, opts, proxy))
+        return _timing(await _stream_once(base, model, prompt, long_opts, proxy))
 
     probe = replace(probe, long=await long_probe(limits, first_rec.input_tokens, send))
     if probe.long is not None and probe.long.failed:
