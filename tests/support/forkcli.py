@@ -247,6 +247,8 @@ def run_forked(
     encoding) and closed. ``module`` other than servelab is for ``tests/test_forkcli.py``'s
     probe."""
     cmd = [sys.executable, "-m", module, *args]
+    # encoded first: text it cannot encode raises before any pipe is made (as subprocess's)
+    feed_fd, data = None, None if input is None else input.encode(_encoding())
     request = {
         "module": module,
         "args": args,
@@ -258,7 +260,6 @@ def run_forked(
     body = json.dumps(request).encode()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
-    feed_fd, data = None, None if input is None else input.encode(_encoding())
     if data is None:
         stdin = _stdin()
     else:
