@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import forkcli
+from tests.support import forkcli, run_cli
 
 PROBE = textwrap.dedent(
     """
@@ -175,6 +175,51 @@ def from_the_probe(stderr: str) -> str:
     probe = next(i for i, line in enumerate(lines) if "zprobe.py" in line)
     assert probe > start
     return "".join(lines[: start + 1] + lines[probe:])
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["", "y\n", "first line\r\nsecond é\n\u2028", "n" * (1 << 18)],
+    ids=["empty", "an-answer", "crlf-and-utf8", "four-pipes-full"],
+)
+def test_input_is_a_pipe_fed_as_subprocess_run_feeds_it(
+    server: forkcli.ForkServer, tmp_path: Path, given: str
+) -> None:
+    """``input=``: the child reads the same text from the same kind of stdin (a pipe, at its
+    end once fed) as ``subprocess.run(input=)`` gives it; 256 KiB, echoed back, is more than a
+    pipe holds both ways (fed while its output is read, nothing stalls)."""
+    (tmp_path / "zprobe.py").write_text(PROBE)
+    env = probe_env(tmp_path)
+    execd = subprocess.run(
+        [sys.executable, "-m", "zprobe", "exit", "0"], cwd=tmp_path, env=env, input=given,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    forked = forkcli.run_forked(
+        server, ["exit", "0"], tmp_path, env, 60, module="zprobe", input=given
+    ).done
+    assert forked.returncode == execd.returncode == 0, forked.stderr
+    seen, want = json.loads(forked.stdout), json.loads(execd.stdout)
+    assert seen["stdin"] == want["stdin"] and want["stdin"] in (given, given.replace("\r\n", "\n"))
+    assert seen == want
+
+
+def test_run_cli_unsets_and_feeds_forked_as_execd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_cli's ``unset`` and ``input``, both ways: ``servelab case open`` reads no stdin, the
+    ledger named by an unset SERVELAB_LEDGER is not the one written (``--ledger`` is)."""
+    monkeypatch.setenv("SERVELAB_LEDGER", str(tmp_path / "outer.db"))
+    runs = []
+    for fork in ("1", "0"):
+        monkeypatch.setenv(forkcli.FORK_ENV, fork)
+        led = str(tmp_path / f"l{fork}.db")
+        runs.append(run_cli("case", "open", "x", "--ledger", led, unset=("SERVELAB_LEDGER",),
+                            input="ignored\n", cwd=tmp_path))  # fmt: skip
+        listed = run_cli("case", "list", "--json", cwd=tmp_path, env={"SERVELAB_LEDGER": led})
+        assert json.loads(listed.stdout)[0]["title"] == "x", listed.stderr
+    assert [r.returncode for r in runs] == [0, 0], runs
+    assert runs[0].stdout.replace("l1.db", "l0.db") == runs[1].stdout
+    assert not (tmp_path / "outer.db").exists()
 
 
 def test_the_random_module_is_reseeded_in_each_child(

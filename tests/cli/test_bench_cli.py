@@ -24,7 +24,7 @@ from servelab.core.load.workload import LengthDist
 from servelab.core.options import parse_concurrency, parse_length
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
-from tests.support import REPO, run_cli
+from tests.support import REPO, arun_cli, run_cli
 from tests.support.servers import SEEN, served, streaming_app
 from tests.support.stack import sim_stack
 
@@ -46,9 +46,8 @@ async def _start(*args: str, cwd: Path) -> asyncio.subprocess.Process:
 
 
 async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
-    proc = await _start(*args, cwd=cwd)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
+    done = await arun_cli("bench", *args, cwd=cwd, unset=("SERVELAB_LEDGER",), timeout=60)
+    return done.returncode, done.stdout, done.stderr
 
 
 def _bench_runs(ledger: Path) -> int:

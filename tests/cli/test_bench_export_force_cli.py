@@ -4,34 +4,28 @@ before any load) when DIR holds a file the export would replace, unless ``--forc
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import run_cli
+from tests.support import arun_cli, run_cli
 from tests.support.servers import SEEN, served, streaming_app
 
 PRECIOUS = b"# the summary of last week's run, kept by hand\n"
 
 
 async def _bench(url: str, tmp_path: Path, *extra: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "SERVELAB_LEDGER"}
     argv = ["--url", url, "--requests", "4", "--input-len", "8", "--output-len", "2"]
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "servelab", "bench", *argv),
+    done = await arun_cli(
+        *("bench", *argv),
         *("--json", "--ledger", str(tmp_path / "l.db"), "--export", str(tmp_path / "out")),
         *extra,
         cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        unset=("SERVELAB_LEDGER",),
+        timeout=60,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("name", ["summary.md", "result.json", "load_ttft.png"])

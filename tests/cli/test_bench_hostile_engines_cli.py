@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.support import run_cli
+from tests.support import arun_cli, run_cli
 from tests.support.servers import served, streaming_app
 
 Handler = Callable[[web.StreamResponse], Awaitable[None]]
@@ -86,16 +87,15 @@ async def _start(tmp_path: Path, *args: str) -> asyncio.subprocess.Process:
 
 async def _bench(tmp_path: Path, url: str, *args: str) -> tuple[int, str, str]:
     """``bench`` against ``url`` to its end (killed after 60 s: a hang fails, never blocks)."""
-    proc = await _start(tmp_path, "--url", url, "--concurrency", "2", "--requests", "4",
-                        "--output-len", "4", "--json", *args)  # fmt: skip
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    except TimeoutError:
-        proc.kill()
-        await proc.communicate()
+        done = await arun_cli(
+            "bench", "--url", url, "--concurrency", "2", "--requests", "4", "--output-len", "4",
+            "--json", *args, "--ledger", str(tmp_path / "l.db"), cwd=tmp_path,
+            unset=("SERVELAB_LEDGER",), timeout=60,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:  # killed, as run_cli's timeout does
         pytest.fail("bench never ended")
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return done.returncode, done.stdout, done.stderr
 
 
 async def test_an_engine_sending_only_comments_is_idle(tmp_path: Path) -> None:

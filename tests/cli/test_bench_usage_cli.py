@@ -8,15 +8,14 @@ processes: the engine is a small aiohttp app on a free loopback port."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from tests.support import run_cli
 from tests.support.servers import served
 
 EVENTS = 64
@@ -48,11 +47,9 @@ def _engine(usage: dict[str, Any]) -> web.Application:
 
 
 def _bench(url: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SERVELAB_LEDGER"}
-    return subprocess.run(
-        [sys.executable, "-m", "servelab", "bench", "--url", url, "--requests", "3",
-         "--concurrency", "1", "--ledger", str(cwd / "l.db"), *extra],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False,
+    return run_cli(
+        "bench", "--url", url, "--requests", "3", "--concurrency", "1", "--ledger",
+        str(cwd / "l.db"), *extra, cwd=cwd, unset=("SERVELAB_LEDGER",), timeout=60,
     )  # fmt: skip
 
 

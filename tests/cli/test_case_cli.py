@@ -3,9 +3,7 @@ ledger file. The case commands on a ledger alone are tests/cli/test_case_ledger_
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +20,7 @@ from tests.support.specs import SECRET, write_pd_spec
 
 def _answering(answer: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI with ``answer`` on stdin (a user at the confirmation prompt)."""
-    return subprocess.run(
-        [sys.executable, "-m", "servelab", *args], input=answer, capture_output=True,
-        text=True, timeout=120, check=False, env=dict(os.environ),
-    )  # fmt: skip
+    return run_cli(*args, input=answer, timeout=120)
 
 
 @pytest.fixture

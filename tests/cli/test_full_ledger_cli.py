@@ -4,14 +4,13 @@ ran to its end, then printed only the write error). Real processes, a real full 
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from servelab.io.ledger.ledger import Ledger
+from tests.support import arun_cli
 from tests.support.servers import SEEN, served, streaming_app
 from tests.support.tmpfs import fill, tmpfs
 
@@ -27,12 +26,8 @@ def full_ledger(tmp_path: Path) -> Iterator[Path]:
 
 
 async def _run(*args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "servelab", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, err.decode()
+    done = await arun_cli(*args, timeout=60)
+    return done.returncode, done.stderr
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,10 +73,7 @@ async def _set(
 
 def _cli(*args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "servelab", *args], input=stdin if stdin is not None else "",
-        capture_output=True, text=True, timeout=900, check=False, env=dict(os.environ),
-    )  # fmt: skip
+    done = run_cli(*args, input=stdin if stdin is not None else "", timeout=900)
     return done, time.monotonic() - started
 
 
@@ -114,10 +109,8 @@ def test_without_a_baseline_it_says_to_run_bench_and_exits_1(
     assert code == 1 and doc["state"]["ending"] == "no_baseline"
     assert doc["summary"].endswith(NO_BASELINE) and NO_BASELINE in stderr
     assert doc["state"]["run_ids"] == [] and doc["state"]["decided"] == []
-    done = subprocess.run(
-        [sys.executable, "-m", "servelab", "investigate", "--symptom", "slow", "--yes",
-         "-f", stack.source, *led], capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    done = run_cli("investigate", "--symptom", "slow", "--yes", "-f", stack.source, *led,
+                   timeout=300)  # fmt: skip
     assert done.returncode == 1 and NO_BASELINE in done.stdout
 
 

@@ -4,7 +4,6 @@ model their effect (``servelab.sim.engineargs``, ``servelab.sim.limits``)."""
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from servelab.sim.engineargs import ArgsExit, Engine, SglangArgs, VllmArgs, pars
 from servelab.sim.limits import CachedTokens, resolve
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, sched_gap_s
 from servelab.sim.settings import WorkerSettings, settings_from_args
-from tests.support import free_ports
+from tests.support import free_ports, run_cli
 from tests.support.http import get_json, get_status
 from tests.support.stack import start_process, stop_process, wait_http
 
@@ -202,10 +201,7 @@ def test_a_worker_reports_its_arguments_as_sglang_does(tmp_path: Path) -> None:
     assert info["max_total_num_tokens"] > 0 and isinstance(info["version"], str)
     fields = {f.name for f in dataclasses.fields(SglangArgs)}
     assert fields <= set(info) and "servelab" in info
-    done = subprocess.run(
-        [sys.executable, "-m", "servelab", "sim", "decode", "--port", "1", "--bogus=1"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = run_cli("sim", "decode", "--port", "1", "--bogus=1", timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert "error: unrecognized arguments: --bogus=1" in done.stderr
 

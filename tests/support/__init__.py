@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import resource
@@ -14,7 +15,9 @@ from pathlib import Path
 
 from tests.support import forkcli
 
-__all__ = ["CLI_COUNT_ENV", "REFERENCE_PORTS", "REPO", "free_port", "free_ports", "run_cli"]
+__all__ = [
+    "CLI_COUNT_ENV", "REFERENCE_PORTS", "REPO", "arun_cli", "free_port", "free_ports", "run_cli",
+]  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,12 +100,19 @@ def _count(cpu: float, wall: float, words: str) -> None:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 120, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    unset: tuple[str, ...] = (),
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m servelab ARGS`` as a real process and capture its output: forked by the
     worker's fork server (``tests/support/forkcli.py``: the start and the imports skipped), or
-    exec'd (``SERVELAB_TEST_FORK=0``, or a call the server cannot serve)."""
-    full_env = dict(os.environ)
+    exec'd (``SERVELAB_TEST_FORK=0``, or a call the server cannot serve). Its environment is
+    this process's without the names in ``unset``, with ``env`` over it; its stdin is this
+    process's, or a pipe holding ``input`` (as ``subprocess.run(input=)``)."""
+    full_env = {k: v for k, v in os.environ.items() if k not in unset}
     full_env.update(env or {})
     if forkcli.fork_enabled():
         srv, started = forkcli.server()
@@ -110,7 +120,7 @@ def run_cli(
             _count(srv.cpu, srv.wall, "fork-server start")
         if srv is not None and srv.serves(full_env):
             wall = time.perf_counter()
-            forked = forkcli.run_forked(srv, list(args), cwd, full_env, timeout)
+            forked = forkcli.run_forked(srv, list(args), cwd, full_env, timeout, input=input)
             _count(forked.cpu, time.perf_counter() - wall, " ".join(args[:2]))
             return forked.done
     cpu, wall = _children_cpu(), time.perf_counter()
@@ -122,6 +132,19 @@ def run_cli(
         text=True,
         timeout=timeout,
         check=False,
+        input=input,
     )
     _count(_children_cpu() - cpu, time.perf_counter() - wall, " ".join(args[:2]))
     return done
+
+
+async def arun_cli(
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    unset: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """:func:`run_cli` from an async test, in a thread: the test's loop (its loopback server)
+    keeps running while the CLI runs."""
+    return await asyncio.to_thread(run_cli, *args, cwd=cwd, timeout=timeout, env=env, unset=unset)

@@ -4,14 +4,14 @@ and the checks that a failure is one line on stderr and, with ``--json``, a fail
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.support import arun_cli, run_cli
 
 __all__ = [
     "CASE_AND_LEDGER",
@@ -71,27 +71,24 @@ NEEDS_A_LEDGER = [k for k in COMMANDS if k.startswith(("case ", "restore", "repo
 NEEDS_A_LEDGER.remove("case open")
 
 
+#: The outer ledger and debug setting, which a call here runs without.
+_UNSET = ("SERVELAB_LEDGER", "SERVELAB_DEBUG")
+
+
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("SERVELAB_LEDGER", "SERVELAB_DEBUG")}
+    env = {k: v for k, v in os.environ.items() if k not in _UNSET}
     return env | extra
 
 
 def run(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``python -m servelab ARGS`` in ``cwd``, without the outer ledger or debug setting."""
-    return subprocess.run(
-        [sys.executable, "-m", "servelab", *args], cwd=cwd, env=_env(), capture_output=True,
-        text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+    return run_cli(*args, cwd=cwd, unset=_UNSET, timeout=timeout)
 
 
 async def arun(*args: str, cwd: Path) -> tuple[int, str, str]:
     """:func:`run` from an async test (its loopback server keeps serving): code, stdout, stderr."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "servelab", *args, cwd=cwd, env=_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
+    done = await arun_cli(*args, cwd=cwd, unset=_UNSET, timeout=60)
+    return done.returncode, done.stdout, done.stderr
 
 
 def one_line(stderr: str) -> str:

@@ -169,10 +169,34 @@ def _stdin() -> int:
     return os.dup(0)
 
 
+def _feed(fd: int, data: bytes) -> threading.Thread:
+    """Write ``data`` to the pipe ``fd`` and close it, in a thread (as ``subprocess.run(input=)``
+    does beside its reads: a child that reads its output's worth first does not stall). A child
+    that ends without reading it all is no error (subprocess ignores that ``EPIPE`` too)."""
+
+    def write() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(fd)
+
+    feeder = threading.Thread(target=write, name="forkcli-input", daemon=True)
+    feeder.start()
+    return feeder
+
+
 def _text(data: bytes) -> str:
     """As subprocess decodes with ``text=True``: the locale's encoding, universal newlines."""
-    encoding = locale.getpreferredencoding(False)
-    return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
+    return io.TextIOWrapper(io.BytesIO(data), encoding=_encoding()).read()
+
+
+def _encoding() -> str:
+    """What subprocess encodes ``input`` and decodes the output with, ``text=True``."""
+    return locale.getpreferredencoding(False)
 
 
 def _read(conn: socket.socket, deadline: float | None) -> dict[str, Any]:
@@ -215,11 +239,16 @@ def run_forked(
     timeout: float | None,
     *,
     module: str = "servelab",
+    input: str | None = None,
 ) -> Forked:
     """``python -m MODULE ARGS`` forked by ``srv``: as ``subprocess.run(capture_output=True,
-    text=True, timeout=timeout)`` would return it (or raise ``TimeoutExpired`` after a SIGKILL).
-    ``module`` other than servelab is for ``tests/test_forkcli.py``'s probe."""
+    text=True, timeout=timeout, input=input)`` would return it (or raise ``TimeoutExpired`` after
+    a SIGKILL): stdin is this process's, or with ``input`` a pipe that is fed it (in the locale's
+    encoding) and closed. ``module`` other than servelab is for ``tests/test_forkcli.py``'s
+    probe."""
     cmd = [sys.executable, "-m", module, *args]
+    # encoded first: text it cannot encode raises before any pipe is made (as subprocess's)
+    feed_fd, data = None, None if input is None else input.encode(_encoding())
     request = {
         "module": module,
         "args": args,
@@ -231,7 +260,11 @@ def run_forked(
     body = json.dumps(request).encode()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
-    stdin = _stdin()
+    if data is None:
+        stdin = _stdin()
+    else:
+        stdin, feed_fd = os.pipe()
+    feeder = None
     deadline = None if timeout is None else time.monotonic() + timeout
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -242,6 +275,8 @@ def run_forked(
         finally:
             for fd in (stdin, out_write, err_write):
                 os.close(fd)
+        if feed_fd is not None and data is not None:
+            feeder, feed_fd = _feed(feed_fd, data), None
         _read(conn, None)  # {"pid": N}: forked
         pipes: dict[int, list[bytes]] = {out_read: [], err_read: []}
         finished = _collect(pipes, deadline)
@@ -261,6 +296,10 @@ def run_forked(
         conn.close()
         os.close(out_read)
         os.close(err_read)
+        if feed_fd is not None:  # the request failed before the child could read it
+            os.close(feed_fd)
+        if feeder is not None:  # the child is gone: its end of the pipe is closed
+            feeder.join(None if deadline is None else max(deadline - time.monotonic(), 0.001))
     out, err = _text(b"".join(pipes[out_read])), _text(b"".join(pipes[err_read]))
     done = subprocess.CompletedProcess(cmd, int(status["status"]), out, err)
     return Forked(done, float(status["cpu"]))
