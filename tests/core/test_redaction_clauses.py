@@ -19,7 +19,7 @@ WEAK = "hunter2x9"
 
 @pytest.mark.parametrize(
     ("form", "kept"),
-    [("+ docker login -u bob -p {} registry.example", "+ docker login -u bob -p *** registry.example"),
+    [("+ docker login -u bob -p {} registry.x", "+ docker login -u bob -p *** registry.x"),
      ("Password for user admin: {}", "Password for user admin: ***"),
      ("password changed to {}", "password changed to ***"),
      ("login failed for admin/{}", "login failed for admin/***"),

@@ -15,9 +15,11 @@
 - ``sshpass -p PASSWORD`` (a space after ``-p``: sshpass reads the next word so);
 - a password option with a space before its value (what ``sh -x`` prints of a start script):
   ``-p X`` after a client that reads a password so (a ``login`` command: ``docker login``,
-  ``helm registry login``, ``az login``, ``oc login``; ``mysql``, ``mongosh``), ``-a X`` after ``redis-cli``, ``-P X`` after ``mosquitto_pub``; and ``-p X``
-  elsewhere when X is shaped like a secret (:func:`~servelab.core.prosesecret.shaped`) and not a
-  number, a port (``ssh -p 22``, ``docker run -p 8080:80``), a path or a file's name;
+  ``helm registry login``, ``az login``, ``oc login``; ``mysql``, ``mongosh``), ``-a X`` after
+  ``redis-cli``, ``-P X`` after ``mosquitto_pub``; and ``-p X`` elsewhere when X is shaped like
+  a secret (:func:`~servelab.core.prosesecret.shaped`) with a digit (``systemctl show -p
+  NeedDaemonReload`` stays), and not a number, a port (``ssh -p 22``, ``docker run -p
+  8080:80``), a path or a file's name;
 - ``htpasswd -b [FILE] USER PASSWORD`` (the password is the last of its words);
 - the password of ``user:password@host`` without a scheme (``git clone bob:X@host``); an image's
   ``name:tag@sha256:...``, a time ``10:30@office`` and ``mailto:bob@host`` are not credentials;
@@ -132,7 +134,12 @@ def _spaced(match: re.Match[str], mask: str) -> str:
     if value.isdigit() or value == mask:
         return match.group(0)  # a port (``ssh -p 22``, ``redis-cli -p 6379``)
     client = _SPACED_CLIENTS[flag].search(_line_before(match)) is not None
-    generic = flag == "p" and _NOT_A_SPACED_PASSWORD.fullmatch(value) is None and shaped(value, 6)
+    generic = (
+        flag == "p"
+        and any(c.isdigit() for c in value)  # ``systemctl show -p NeedDaemonReload``: a name
+        and _NOT_A_SPACED_PASSWORD.fullmatch(value) is None
+        and shaped(value, 6)
+    )
     return f"{match.group('head')}{mask}" if client or generic else match.group(0)
 
 

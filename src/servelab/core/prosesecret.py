@@ -6,7 +6,7 @@ calls :func:`mask_prose`):
   dash or an arrow: ``->``, ``==>``, ``⇒``, any Unicode arrow) between, quoted or not (a note's
   ``secret X``, ``my password is "X"``, ``password was: X``, ``token `X```, ``password ⇒ X``,
   ``pass X``);
-- a word after a link (``is``, ``was``, ``to``, ``as``, ``:``, ``/``, ``=``, a dash or an arrow)
+- a word after a link (``is``, ``was``, ``to``, ``as``, ``:``, ``/``, a dash or an arrow)
   a few words on in the same clause (up to a sentence's end, a ``,`` or ``;``, a line's end):
   ``Password for user admin: X``, ``password changed to X``, ``the secret key is X``, ``Incorrect
   API key provided: X``, ``Login: bob / X``, ``login failed for admin/X``;
@@ -14,7 +14,8 @@ calls :func:`mask_prose`):
 masked when it is shaped like a secret: letters and digits mixed and not a measure (``token
 12.5ms/tok``, ``v2.1``), or a long run of letters of both cases and digits (an encoded key).
 Prose stays: ``the secret sauce``, ``the password is strong enough``, ``password reset for
-user42`` (no link before ``user42``). A pair in that word (``token kind=x``) is the key rule's.
+user42`` (no link before ``user42``), ``error: env/decode.env:3: ...`` (a file's name a few
+words on). A pair in that word (``token kind=x``) is the key rule's.
 
 - a word shaped like a generated secret, wherever it stands (:func:`generated`): ten or more
   letters and digits, upper and lower case and digits, and not made of words (its lower-case
@@ -39,16 +40,22 @@ _SEPARATOR = rf"(?:-+>|=+>|[:;,{ARROWS}\-\u2013\u2014])"
 #: element's ``<ns:Token kind="a">`` is no prose).
 _BARE = re.compile(
     r"(?P<head>(?<![A-Za-z0-9])"
-    r"(?i:secret|password|passwd|pwd|pswd?|pass|passphrase|passcode|credentials?|creds|token"
+    r"(?i:secret|password|passwd|pwd|pswd?|passphrase|passcode|credentials?|creds|token"
     r"|api[ _-]?key|key)"
     r"(?:[^\S\n]+(?i:is|was))?"
     rf"(?:[^\S\n]*{_SEPARATOR}[^\S\n]*|[^\S\n]+)[\"'`]?)"
     r"(?P<value>[^\s*<>\"'`=][^\s<>\"'`]*)"
 )
+#: ``pass`` (a verb and a noun as often as a password's short name: ``the nineteenth pass,
+#: H1/M2``): only a word of letters and digits after a blank or a ``:`` (``pass X``).
+_PASS = re.compile(
+    r"(?P<head>(?<![A-Za-z0-9_-])(?i:pass)(?:[^\S\n]*:[^\S\n]*|[^\S\n]+)[\"'`]?)"
+    r"(?P<value>[A-Za-z0-9][^\s<>\"'`/]*)(?![^\s<>\"'`])"
+)
 #: A secret-looking word that starts a clause where a secret may stand a few words on (``pass``,
 #: a verb as often as a noun, only says the word right after it).
 _CLAUSE_HEAD = re.compile(
-    r"(?<![A-Za-z0-9])(?i:secret|password|passwd|pwd|pswd?|passphrase|passcode|credentials?"
+    r"(?<![A-Za-z0-9_])(?i:secret|password|passwd|pwd|pswd?|passphrase|passcode|credentials?"
     r"|creds|token|api[ _-]?key|key|login)(?![A-Za-z0-9])"
 )
 #: What ends a clause: a line's end, or a sentence's ``.``/``!``/``?`` or a ``,``/``;`` before a
@@ -58,8 +65,11 @@ _CLAUSE_END = re.compile(r"\n|[.!?,;](?=\s|\Z)")
 _CLAUSE_CHARS, _CLAUSE_WORDS = 160, 8
 #: What a clause holds when it may hold a secret: a digit or a long run (:func:`shaped`).
 _CANDIDATE = re.compile(r"\d|\S{16}")
+#: A word a few words on that names a file or a host, not a value: a path, a name with an
+#: extension, a line number or a port after it (``env/decode.env:3``, ``db.example:5432``).
+_FILE_LIKE = re.compile(r"(?:[/~]|\.{1,2}/).*|.*\.[A-Za-z][A-Za-z0-9]{0,7}(?::\d+)*:?")
 #: The words and signs that link a secret-looking word to its value.
-_LINK = re.compile(rf"(?i:is|was|are|to|as|be)|[:=/]|{_SEPARATOR}+")
+_LINK = re.compile(rf"(?i:is|was|are|to|as|be)|[:/]|{_SEPARATOR}+")
 #: What may open a quoted value, and what ends a sentence after a word (never part of it).
 _OPENING, _CLOSING = "\"'`([{", ".,;:!?)]}\"'`"
 #: What a word after such a word may be without being its value: a number, with a unit or not
@@ -128,7 +138,7 @@ def mask_prose(text: str, redacted: str, shortest: int) -> str:
             return match.group(0)
         return f"{match.group('head')}{redacted}{word[len(value) :]}"
 
-    text = _BARE.sub(masked, text)
+    text = _PASS.sub(masked, _BARE.sub(masked, text))
     text = _ALNUM_RUN.sub(lambda m: redacted if _alone(m) else m.group(0), text)
     return _mask_clauses(text, redacted, shortest)
 
@@ -140,16 +150,16 @@ def _mask_clauses(text: str, redacted: str, shortest: int) -> str:
         if head.start() < read:
             continue
         start = head.end()
-        end = _CLAUSE_END.search(text, start, start + _CLAUSE_CHARS)
-        read, found = _clause_values(text, start, end.start() if end else start + _CLAUSE_CHARS,
-                                     shortest)  # fmt: skip
+        stop = _CLAUSE_END.search(text, start, start + _CLAUSE_CHARS)
+        end = stop.start() if stop else min(len(text), start + _CLAUSE_CHARS)
+        read, found = _clause_values(text, start, end, shortest)
         spans.extend(found)
     out: list[str] = []
     pos = 0
-    for start, end in sorted(set(spans)):
-        if start >= pos:
-            out.append(text[pos:start] + redacted)
-            pos = end
+    for begin, until in sorted(set(spans)):
+        if begin >= pos:
+            out.append(text[pos:begin] + redacted)
+            pos = until
     return "".join(out) + text[pos:]
 
 
@@ -164,7 +174,7 @@ def _clause_values(
     read = start
     if _CANDIDATE.search(text, start, end) is None:  # no digit, no long run: nothing to mask
         return end, found
-    for count, word in enumerate(re.finditer(r"\S+", text[start : min(end, len(text))])):
+    for count, word in enumerate(re.finditer(r"\S+", text[start:end])):
         if count >= _CLAUSE_WORDS:
             break
         read = start + word.end()
@@ -175,11 +185,13 @@ def _clause_values(
         lead = len(raw) - len(raw.lstrip(_OPENING))
         core = raw[lead:].rstrip(_CLOSING)
         at = start + word.start() + lead
-        if linked and shaped(core, shortest):
+        if _FILE_LIKE.fullmatch(core):
+            pass  # ``error: env/decode.env:3: ...``: a file, not a value
+        elif linked and shaped(core, shortest):
             found.append((at, at + len(core)))
         elif "/" in core[1:]:
             user, _, secret = core.rpartition("/")
             if user and shaped(secret, shortest):
                 found.append((at + len(user) + 1, at + len(core)))
-        linked = raw.rstrip(_CLOSING[-3:]).endswith((":", "=", "/"))
+        linked = raw.rstrip(_CLOSING[-3:]).endswith((":", "/"))
     return read, found

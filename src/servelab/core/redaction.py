@@ -57,7 +57,7 @@ from urllib.parse import unquote
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
 from servelab.core.paired import mask_pairs
-from servelab.core.prosesecret import ARROWS, PROSE_WORDS, mask_prose
+from servelab.core.prosesecret import PROSE_WORDS, mask_prose
 from servelab.core.secretnames import is_plain_header, is_secret_key, is_secret_name
 
 __all__ = [
@@ -98,7 +98,7 @@ _GAP = r"[^\S\n]"
 #: escape (``\\u0077``'s ``u``): one try per word, not one per character of a long run.
 _KEYED = re.compile(
     rf"""(?P<key>(?<!{_INSIDE})["']?(?:[^\W\d_]|{_ESCAPED})(?:{_KEY_CHAR}|{_ESCAPED})*["']?)"""
-    rf"""(?P<sep>{_GAP}*(?:->|=+>|[:={ARROWS}]){_GAP}*|\t+)"""
+    rf"""(?P<sep>{_GAP}*(?:->|=+>|[:=]){_GAP}*|\t+)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 #: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
