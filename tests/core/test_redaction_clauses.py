@@ -70,7 +70,12 @@ def test_a_nineteenth_pass_form_is_masked(form: str, kept: str, secret: str) -> 
      "docker run -p 8080:80 img", "mkdir -p /var/lib/servelab/run", "cp -p a.txt b.txt",
      "pytest -p no:cacheprovider", "redis-cli -p 6379 ping", "htpasswd -c f bob",
      "nginx:1.25@sha256:0123abcdef", "image: nginx:latest@sha256:abcdef0123",
-     "git@github.com:org/repo.git", "10:30@office", "pass rate 98%", "the key to the cache"],
+     "git@github.com:org/repo.git", "10:30@office", "pass rate 98%", "the key to the cache",
+     "Issue 38, fifteenth pass (M1/M2): DEL", "the seventh pass, H5/H6/M7/M10, through the CLI",
+     "that first token \u2192 the client's first content byte (the way back: the decode \u2192",
+     "systemctl show -p NeedDaemonReload --value x.service",
+     "(`HF_TOKEN hf_...` without its `=`): `error: env/decode.env:3: not a NAME=VALUE line",
+     "The pass key is 123456.", "mailto:bob@example.com"],
 )  # fmt: skip
 def test_prose_and_commands_without_a_secret_stay(text: str) -> None:
     """No over-masking: docker's own warning (a secret flag then prose: ``via`` is no secret),
