@@ -317,10 +317,10 @@ CORE_ORDER = [
     "ledger",  # codec, jsonvalues, retention: what every record is encoded with
     "printable",  # text from the network with its control characters escaped
     "confusables",  # a name as it reads (NFKC, homoglyphs): redaction's secret names use it
+    "prosesecret",  # a secret typed in prose (``secret X``): credentials and redaction use it
     "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
     "listed",  # argv lists as Python/JSON print them, ODBC's Pwd=: redaction uses it
     "paired",  # names and values side by side (a Kubernetes env list): redaction uses it
-    "prosesecret",  # a secret typed in prose (``secret X``): redaction uses it
     "secretnames",  # which names (and headers) say secret: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "redacted",  # the policy as the serializer types of the contracts (pydantic): they use it

@@ -318,3 +318,46 @@ def test_a_service_that_prints_its_environment_leaks_nothing(tmp_path: Path) -> 
     assert "token ***" in scan.said[0][1]  # the tail is still shown, its value replaced
     assert live_procs_under(tmp_path) == []
     _check_no_leak(scan)
+
+
+#: What a start script traced with ``sh -x`` prints (issue 38, the nineteenth pass, H1): a
+#: registry login's password, ``htpasswd``'s and one in prose, none of them in the env file (the
+#: env-value rule cannot know them) and none shaped like a generated key (the class rules mask
+#: them, not the rule for a generated-looking word standing alone).
+TRACED = {"docker": "hunter2x9q", "htpasswd": "Zebra7731k", "prose": "tiger42lily"}
+
+
+def test_a_start_script_traced_with_sh_x_leaks_no_password(tmp_path: Path) -> None:
+    """A service whose start script runs under ``sh -x`` and fails: the tail ``up`` quotes (on
+    stderr and twice in ``--json``) and the ledger stores holds ``+ : docker login -u bob -p ***
+    registry.example``; ``up --json`` and ``ledger export`` carry no traced password."""
+    root = tmp_path / "dep"
+    (root / "env").mkdir(parents=True)
+    script = root / "env" / "start.sh"  # the secrets' home, not scanned (as the env files)
+    script.write_text(
+        f": docker login -u bob -p {TRACED['docker']} registry.example\n"
+        f": htpasswd -b /etc/nginx/htpasswd bob {TRACED['htpasswd']}\n"
+        f"echo 'password for bob changed to {TRACED['prose']}'\n"
+        "exit 1\n"
+    )
+    (root / "servelab.toml").write_text(
+        'name = "traced"\nstate_dir = "state"\n'
+        f'[services.traced]\nrole = "generic"\nurl = "http://127.0.0.1:{free_port()}"\n'
+        f"start = 'sh -x {script}'\nenv_file = \"env/traced.env\"\n"
+    )
+    (root / "env" / "traced.env").write_text("LOG_LEVEL=info\n")
+    scan = Scan(root, root / "state" / "ledger.db")
+    try:
+        scan.run("up", "traced", "--json", code=1)
+        scan.run("up", "traced", code=1)
+        scan.run("ledger", "export")
+        scan.run("ledger", "export", "--format", "jsonl")
+    finally:
+        scan.run("down")
+    assert live_procs_under(tmp_path) == []
+    said = "\n".join(text for _, text in scan.said)
+    assert "docker login -u bob -p *** registry.example" in said  # the tail is still shown
+    blobs = [said.encode(), scan.ledger.read_bytes(), *scan.wal]
+    blobs += [path.read_bytes() for path in scan.written()]
+    leaked = [value for value in TRACED.values() if any(value.encode() in b for b in blobs)]
+    assert leaked == [], leaked

@@ -57,7 +57,7 @@ from urllib.parse import unquote
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
 from servelab.core.paired import mask_pairs
-from servelab.core.prosesecret import mask_prose
+from servelab.core.prosesecret import PROSE_WORDS, mask_prose
 from servelab.core.secretnames import is_plain_header, is_secret_key, is_secret_name
 
 __all__ = [
@@ -98,7 +98,7 @@ _GAP = r"[^\S\n]"
 #: escape (``\\u0077``'s ``u``): one try per word, not one per character of a long run.
 _KEYED = re.compile(
     rf"""(?P<key>(?<!{_INSIDE})["']?(?:[^\W\d_]|{_ESCAPED})(?:{_KEY_CHAR}|{_ESCAPED})*["']?)"""
-    rf"""(?P<sep>{_GAP}*(?:->|=>|[:=]){_GAP}*|\t+)"""
+    rf"""(?P<sep>{_GAP}*(?:->|=+>|[:=]){_GAP}*|\t+)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 #: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
@@ -191,7 +191,8 @@ def _longest_first(values: Iterable[str]) -> list[str]:
 
 
 def _flag(match: re.Match[str]) -> str:
-    if not is_secret_name(match.group("flag")):
+    """A secret flag's value masked; a word of prose after it is none (``--password via``)."""
+    if not is_secret_name(match.group("flag")) or match.group("value") in PROSE_WORDS:
         return match.group(0)
     return f"{match.group('flag')}{match.group('sep')}{REDACTED}"
 

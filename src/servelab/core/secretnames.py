@@ -40,7 +40,7 @@ __all__ = ["is_plain_header", "is_secret_header", "is_secret_key", "is_secret_na
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
      "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
-     "signature", "sig", "dsn", "webhook", "pw", "passcode", "creds", "pswd"}
+     "signature", "sig", "dsn", "webhook", "pw", "passcode", "creds", "pswd", "psw"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: Parts of a name written as one word (``PGPASSWORD``, ``DJANGO_SECRETKEY``) that say secret
