@@ -13,7 +13,8 @@ changes, and a wedged decode that no recorded change explains.
    experiment co-restarts the decode, which clears the wedge, so neither arm fails: the knob is
    not convicted (inconclusive, the failure not reproduced), and the investigation ends unexplained
    (exit 1) with the layer named. It runs in two commands: ``--max-minutes`` stops it after the
-   reproduction, ``--resume`` goes on from the state recorded on the case.
+   reproduction, ``--resume`` goes on from the state recorded on the case. The localizing
+   verification's probe (no restart before it) fails at the soak's bound, not after 120 s.
 """
 
 from __future__ import annotations
@@ -142,3 +143,7 @@ def test_a_wedged_decode_is_localized_to_the_decode_and_no_knob_is_convicted(
     assert decided["target"] == f"knob:decode/{DEFAULT_KNOB}"
     assert decided["outcome"] != "convicted" and state["ending"] == "unexplained"
     assert state["reverted"] == [] and "no recorded change convicted" in doc["summary"]
+    # no restart since the reproducing soak: the wedge swallows the localizing probe, which fails
+    # at the soak's bound (8 x 1.5 s), not after verify's 120 s
+    code_, waited = e2e_waited(ledger_file, state["verification_id"])
+    assert code_ is CheckCode.E2E_FAILED and waited < 60, (code_, waited)

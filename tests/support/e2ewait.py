@@ -1,7 +1,8 @@
 """The e2e check a command's verification recorded, read back from the ledger: its code and how
 long its slowest request waited (tests/cli/test_investigate_inside_cli.py,
-tests/cli/test_case_test_cli.py: a long prompt the hang swallows fails at the soak's bound, 8 x
-its idle timeout, not after verify's 120 s)."""
+tests/cli/test_case_test_cli.py: a long prompt the hang swallows, or investigate's localizing
+probe a wedged decode swallows, fails at the soak's bound, 8 x its idle timeout, not after
+verify's 120 s)."""
 
 from __future__ import annotations
 

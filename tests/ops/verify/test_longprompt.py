@@ -2,7 +2,8 @@
 whose KV transfer fails for every prompt over 3,000 tokens passes the short probes and fails
 verify with ``e2e.long_failed``, saying why; a healthy stack passes, the prompt sized from the
 engines' own limit (the cap on a default stack, the smaller limit on one whose context and pool
-are small: the simulator admits a prompt its own ``/server_info`` says fits)."""
+are small: the simulator admits a prompt its own ``/server_info`` says fits). Which requests a
+soak's bound applies to (:func:`~servelab.ops.verify.e2e.bounded_by`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import decode, encode
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.verify.checks import Check, CheckCode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.e2e import E2EProbe
 from servelab.core.verify.longprompt import LONG_PROMPT_CAP, TEMPLATE_HEADROOM
 from servelab.io.specfile import load_spec
+from servelab.ops.verify.e2e import E2EOptions, bounded_by
 from servelab.ops.verify.verify import verify
 from servelab.report.verify import check_detail, render_verify
 from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
@@ -95,3 +98,17 @@ async def test_a_healthy_stack_passes_with_the_long_prompt_sized_from_its_limit(
     if limit is not None:
         assert min(x.tokens or 0 for x in long.limits) == limit
         assert f"sized from prefill's max_req_input_len {limit:,}" in check_detail(check)
+
+
+def test_the_probe_is_bounded_only_where_no_restart_came_before_it() -> None:
+    """``case test``'s arms (a co-restart first) bound the long prompt only: the probe pays the
+    cold start; ``investigate``'s localizing verification (``warm``) bounds both; a plain verify
+    (ab/tune arms) bounds neither; never more than 120 s."""
+    soak = Deadlines(idle_s=1.5)
+    arm = bounded_by(soak)
+    assert (arm.timeout_s, arm.long_timeout_s, arm.probe_timeout_s) == (120.0, 12.0, None)
+    warm = bounded_by(soak, warm=True)
+    assert (warm.timeout_s, warm.long_timeout_s, warm.probe_timeout_s) == (120.0, 12.0, 12.0)
+    assert bounded_by(Deadlines(idle_s=600.0), warm=True).probe_timeout_s == 120.0
+    plain = E2EOptions()
+    assert (plain.long_timeout_s, plain.probe_timeout_s) == (None, None)

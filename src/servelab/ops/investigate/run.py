@@ -352,7 +352,9 @@ async def _reproduce(run: _Run, state: InvestigationState) -> InvestigationState
 
 
 async def _localize(run: _Run, state: InvestigationState) -> InvestigationState:
-    report = await verify(run.op, ledger=run.ledger, e2e=bounded_by(run.cfg.steps.soak.deadlines))
+    # no restart since the reproducing soak: the engines are warm, the probe is bounded too
+    e2e = bounded_by(run.cfg.steps.soak.deadlines, warm=True)
+    report = await verify(run.op, ledger=run.ledger, e2e=e2e)
     component = component_of(run.op)
     side = side_of(state.layer, component=component)
     run.tell(Localized(state.layer, state.worker, side, report.verification_id))

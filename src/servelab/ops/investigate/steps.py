@@ -3,7 +3,7 @@
 Reproduce: a soak through the deployment's entry point (a hang; attached to the case), or the
 answer probes at the load's concurrency against references taken at low concurrency (answers).
 Localize: the soak's own localization (the replay matrix, telemetry) and verify's layers (the
-knobs' layers, the P/D pair; its long prompt bounded by the soak's replay matrix,
+knobs' layers, the P/D pair; its probe and long prompt bounded by the soak's replay matrix,
 :func:`servelab.ops.verify.e2e.bounded_by`). Decide: ``case test``
 (:func:`servelab.ops.case.experiment.run_case_test`) and ``case bisect``
 (:func:`servelab.ops.case.bisect.run_bisect`). No wording and no printing here:

@@ -8,7 +8,8 @@
   transfer that fails only for long prompts fails ``e2e.long_failed``; no limit read: skipped,
   and said in the check's data). Beside a soak's test of a hang (``investigate``'s localizing
   verification, ``case test``'s arms), the long prompt waits at most that soak's replay-matrix
-  bound (:func:`bounded_by`), not the default 120 s.
+  bound (:func:`bounded_by`), not the default 120 s; so does the probe before it where no restart
+  came first (``investigate``'s localizing verification: the reproducing soak warmed the engines).
 - **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
   each prefill's and decode's real counter of its requests is read (its own ``/metrics``, else
   the router's per-worker counter: :mod:`servelab.core.verify.served`), small requests are sent
@@ -75,6 +76,9 @@ class E2EOptions:
     #: the long prompt's own timeout (None: ``timeout_s``); it is sent once the probe has paid
     #: any cold start (:func:`bounded_by`)
     long_timeout_s: float | None = None
+    #: the probe's (and its second's) own timeout (None: ``timeout_s``); bounded only where no
+    #: restart came before it, so no cold start is paid (:func:`bounded_by` ``warm=True``)
+    probe_timeout_s: float | None = None
     cold_ratio: float = COLD_RATIO
     cold_min_s: float = COLD_MIN_S
     reach_requests: int = 16
@@ -94,14 +98,18 @@ class E2EOptions:
         return route(base, self.env, proxy=self.proxy, bypass=self.no_proxy)
 
 
-def bounded_by(deadlines: Deadlines) -> E2EOptions:
+def bounded_by(deadlines: Deadlines, *, warm: bool = False) -> E2EOptions:
     """The e2e options of a verification beside a soak that tests a hang: the long prompt waits
     at most as long as that soak's replay matrix without a deadline (``deadlines.matrix_s``, 8 x
     its idle timeout), never longer than ``timeout_s``. The soak says what a hang is; a long
     prompt the hang swallows (a guilty knob's long-context fault) fails at that bound instead of
-    after 120 s. The probe before it keeps ``timeout_s``: it pays a co-restart's cold start."""
+    after 120 s. The probe before it keeps ``timeout_s``: it pays a co-restart's cold start
+    (``case test``'s arms). ``warm``: no restart came before this verification (``investigate``'s
+    localizing one, right after the reproducing soak), so the probe is bounded the same way (a
+    wedged decode fails it at the bound)."""
     default = E2EOptions()
-    return replace(default, long_timeout_s=min(default.timeout_s, deadlines.matrix_s))
+    bound = min(default.timeout_s, deadlines.matrix_s)
+    return replace(default, long_timeout_s=bound, probe_timeout_s=bound if warm else None)
 
 
 def _prompt(words: int, salt: str) -> str:
@@ -180,20 +188,21 @@ async def e2e_check(
     failed request's data holds its status and its error."""
     path = opts.route(base)
     proxy = path.proxy if path.forwarded else None
+    short = opts if opts.probe_timeout_s is None else replace(opts, timeout_s=opts.probe_timeout_s)
     async with HttpClient(proxy=proxy) as through, HttpClient() as http:
         try:
             model = await listed_model(through, base, 5.0)
         except ModelNotListed as exc:
             return failed(Layer.E2E, entry, exc)[0]
         before = await _requests_served(http, decode_urls)
-    first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts, proxy)
+    first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), short, proxy)
     probe = E2EProbe.of(model, _timing(first_rec), before)
     probe = replace(probe, path=None if path == ProxyRoute() else path)
     if _record_failed(first_rec):
         return Check(entry, False, CheckCode.E2E_FAILED, probe)
     if needs_second_probe(before):
         prompt = _prompt(opts.prompt_tokens, "b")
-        second_rec = await _stream_once(base, model, prompt, opts, proxy)
+        second_rec = await _stream_once(base, model, prompt, short, proxy)
         probe = replace(probe, second=_timing(second_rec))
         if _record_failed(second_rec):
             return Check(entry, False, CheckCode.E2E_SECOND_FAILED, probe)
