@@ -95,7 +95,7 @@ def _files(svc: ServiceSpec) -> set[tuple[str, str]]:
     """The files the service reads, as ``(host, path)``: its env file and its config file (the
     path normalised lexically, as the spec resolves both against its own directory)."""
     paths = (svc.env_file, svc.config_file)
-    return {(svc.host, posixpath.normpath(p)) for p in paths if p is not None}
+    return {(svc.host, posixpath.normpath(p)) for p in paths if p}  # "": no file to share
 
 
 def file_sharers(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
