@@ -4,10 +4,14 @@ What ``ab``, ``tune`` and ``case bisect`` share (each visit of an arm is one cal
 
 - :func:`make_live`: set every knob of the arm in its file (``set_knob``: a backup, the change
   recorded), co-restart the services whose knobs they are and their dependents in start order
-  (``restart``, the one restart rule), then prove the arm live: the config, live, pair and e2e
+  (``restart``, the one restart rule, which restarts every service reading a changed file
+  with it: two decode replicas sharing one env file), then prove the arm live: the config,
+  live, pair and e2e
   layers of ``verify`` (e2e also pays the cold first request, which would otherwise land in the
   measurement) and each value read back from the process (``/proc/PID/environ``, or
-  ``/proc/PID/cmdline`` for an argument knob). An arm that is not live is not measured: a
+  ``/proc/PID/cmdline`` for an argument knob), an env knob's from each service that reads
+  its env file too (:func:`~servelab.ops.sharedfile.file_readers`). An arm that is not live is
+  not measured: a
   :class:`~servelab.errors.BenchError` says which layer or value disagreed. A bisection's arms
   skip the e2e layer: an arm may be the broken state itself, and its test exercises the path.
   A pair the pair layer fails (its engines disagree on what the KV hand-off needs, or a field is
@@ -53,6 +57,7 @@ from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import live_knob, set_knob
+from servelab.ops.sharedfile import file_readers
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.e2e import E2EOptions
@@ -111,9 +116,15 @@ async def make_live(
     e2e check failed by ``e2e.answers_changed`` alone does not make the arm not live: its
     answers differ, which is what the test measures. ``e2e_options``: the e2e layer's (None:
     verify's defaults)."""
+    shared: list[Setting] = []  # the same env knob as another service reading its file has it
     for s in settings:
-        await set_knob(op, s.service, s.knob, s.value, reason=reason)
-    services = list(dict.fromkeys(s.service for s in settings))
+        change = await set_knob(op, s.service, s.knob, s.value, reason=reason)
+        if change.place == "env_file":
+            readers = file_readers(op.loaded, s.service, change.env_file, change.place)
+            shared += [Setting(other, s.knob, s.value) for other in readers]
+    known = {(s.service, s.knob) for s in settings}
+    shared = [s for s in dict.fromkeys(shared) if (s.service, s.knob) not in known]
+    services = list(dict.fromkeys(s.service for s in [*settings, *shared]))
     report = await restart(op, services, verify_after=False)
     if not report.ok:
         failed = [s.service for s in report.steps if not s.ok]
@@ -122,7 +133,9 @@ async def make_live(
     layers = ("config", "live", "pair", "e2e") if e2e else ("config", "live", "pair")
     proof = await verify(op.quiet(), services, layers=layers, e2e=e2e_options)
     live = tuple([await _read_back(op, s) for s in settings])
-    wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
+    live_shared = [await _read_back(op, s) for s in shared]
+    wrong = [f"{s.service}: live value {v!r}"
+             for s, v in zip([*settings, *shared], [*live, *live_shared], strict=True)
              if not same_value(v, _expected(op, s))]  # fmt: skip
     read_back = {(s.service, argument_knob(op, s.knob).name) for s in settings}
     # a long prompt that fails is a finding of the arm, not a sign it is not live: its short
@@ -140,7 +153,7 @@ async def make_live(
         failed = [f"{c.layer} {c.service}: {c.code}" for c in failures]
         reasons = "; ".join(failed) or "; ".join(wrong)
         raise BenchError(f"arm {arm_label(settings)} is not live ({reasons}): arm not measured")
-    for s in settings:
+    for s in [*settings, *shared]:
         op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id, long_failed,
                                 pair_failed))  # fmt: skip
     return LiveArm(proof.verification_id, live, pair_failed)

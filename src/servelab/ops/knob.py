@@ -60,6 +60,7 @@ from servelab.ops.arguments import (
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
+from servelab.ops.sharedfile import file_readers
 
 __all__ = [
     "check_setting",
@@ -290,7 +291,7 @@ async def set_knob(
     that cannot take a record (read-only, a full disk) is refused first, nothing written; one
     that fails the record after all (the disk filled meanwhile) has the file put back.
     ``restart_needed`` is true when the service runs with another value (or its live value could
-    not be read: ``live_error``).
+    not be read: ``live_error``), or another service that reads the same file does (``shared``).
     """
     svc = target.spec.service(service)
     value = check_setting(target.spec, service, name, value)
@@ -318,6 +319,11 @@ async def set_knob(
         if pid is not None and not knob.is_env and same_value(live, value):
             live = await _engine_value(op, service, knob, live)
         unread = await _unread(op, service, knob) if pid is not None else None
+        shared = [(other, await _live_value(op, other, name))
+                  for other in file_readers(op.loaded, service, path, place)]  # fmt: skip
+    stale = tuple((other, seen) for other, (running, seen, error) in shared  # another value
+                  if error is not None
+                  or (running is not None and not same_value(seen, value)))  # fmt: skip
     return KnobChange(
         service=service,
         name=name,
@@ -326,7 +332,9 @@ async def set_knob(
         changed=changed,
         backup_path=backup_path,
         env_file=path,
-        restart_needed=(pid is not None and not same_value(live, value)) or live_error is not None,
+        restart_needed=(pid is not None and not same_value(live, value))
+        or live_error is not None
+        or bool(stale),
         running=pid is not None,
         live=live,
         spec_value=svc.knobs.get(name),
@@ -334,6 +342,7 @@ async def set_knob(
         live_error=live_error,
         place=place,
         unread=unread,
+        shared=stale,
     )
 
 

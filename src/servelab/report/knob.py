@@ -10,6 +10,7 @@ from typing import assert_never
 from rich.table import Table
 from rich.text import Text
 
+from servelab.core.knob import same_value
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
@@ -136,16 +137,23 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
             f"  could not read the live value ({change.live_error}); restart {change.service} "
             "to be sure the new value is live"
         )
-    elif change.restart_needed:
+    elif change.running and not same_value(change.live, change.new):
         lines.append(
             f"  restart needed: {change.service} runs with "
             f"{show_value(mask(change.name, change.live))}; "
             f"the new value becomes live after `{restart}`"
         )
+    elif change.shared:
+        lines.append(f"  restart needed: the new value becomes live after `{restart}`")
     elif change.running:
         lines.append(f"  {change.service} already runs with this value; no restart needed")
     else:
         lines.append(f"  {change.service} is not running: the value is used at its next start")
+    for other, live in change.shared:
+        lines.append(
+            f"  {other} reads the same file and runs with {show_value(mask(change.name, live))}: "
+            f"`{restart}` restarts it too"
+        )
     if change.unread is not None:
         lines.append(f"  warning: {change.name}: {describe_unread(change.unread)}")
     return "\n".join(lines) + "\n"

@@ -186,3 +186,38 @@ def test_service_argv_kinds(spec: DeploymentSpec) -> None:
 def test_public_api() -> None:
     for name in topology.__all__:
         assert hasattr(topology, name)
+
+
+SHARED_SPEC = (
+    DEFAULT_SPEC_TOML
+    + """
+[services.decode2]
+role = "decode"
+url = "http://127.0.0.1:30011"
+start = "sim"
+env_file = "./.servelab/env/../env/decode.env"
+depends_on = ["prefill"]
+
+[services.decode3]
+role = "decode"
+url = "http://127.0.0.1:30012"
+host = "gpu2"
+start = "sim"
+env_file = ".servelab/env/decode.env"
+
+[hosts.gpu2]
+ssh = "me@gpu2"
+"""
+)
+
+
+def test_restart_plan_restarts_every_reader_of_a_shared_file() -> None:
+    # two decode replicas share one env file: a change to it changes both, so restarting one
+    # restarts the other (never one left running the file's old value); the same path on
+    # another host is another file
+    spec = parse_spec(SHARED_SPEC)
+    assert restart_plan(spec, ["decode"]) == ["decode", "router", "decode2"]
+    assert restart_plan(spec, ["decode2"]) == ["decode", "router", "decode2"]
+    assert topology.file_sharers(spec, ["decode"]) == {"decode", "decode2"}
+    assert restart_plan(spec, ["decode3"]) == ["decode3"]
+    assert restart_plan(spec, ["prefill"]) == ["prefill", "decode", "router", "decode2"]

@@ -12,11 +12,15 @@ Plans:
   order. Restarting decode also restarts the router; restarting prefill restarts decode and the
   router (the reference incident's prefill → decode → router co-restart): a router keeps its
   worker connections and a decode its bootstrap peers, so a dependent of a restarted service is
-  restarted after it.
+  restarted after it. A change to a file changes every service that reads it: the requested
+  services come with every service that reads the same ``env_file`` or ``config_file`` (the
+  same path on the same host: :func:`file_sharers`), so two decode replicas sharing one env
+  file are restarted together, never one left running the file's old value.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable
 
 from servelab.core.deploy.routers import SMG, RouterKind, RouterOptions
@@ -31,6 +35,7 @@ __all__ = [
     "dependents",
     "down_plan",
     "engine_trace_args",
+    "file_sharers",
     "restart_plan",
     "router_argv",
     "service_argv",
@@ -86,6 +91,21 @@ def dependents(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
     return _closure(spec, names, _reverse_edges(spec))
 
 
+def _files(svc: ServiceSpec) -> set[tuple[str, str]]:
+    """The files the service reads, as ``(host, path)``: its env file and its config file (the
+    path normalised lexically, as the spec resolves both against its own directory)."""
+    paths = (svc.env_file, svc.config_file)
+    return {(svc.host, posixpath.normpath(p)) for p in paths if p}  # "": no file to share
+
+
+def file_sharers(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
+    """``names`` and every service that reads one of their files (the same ``env_file`` or
+    ``config_file`` path on the same host): a change to the file is a change to each of them."""
+    wanted = set(names)
+    files: set[tuple[str, str]] = set().union(*(_files(spec.service(n)) for n in wanted))
+    return wanted | {name for name, svc in spec.services.items() if _files(svc) & files}
+
+
 def _selected(spec: DeploymentSpec, services: Iterable[str] | None) -> list[str]:
     return list(spec.services) if services is None else list(services)
 
@@ -103,8 +123,9 @@ def down_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> li
 
 
 def restart_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> list[str]:
-    """What ``restart`` restarts: the services and their dependents, in start order."""
-    wanted = dependents(spec, _selected(spec, services))
+    """What ``restart`` restarts: the services, every service that reads one of their files
+    (:func:`file_sharers`), and the dependents of all of them, in start order."""
+    wanted = dependents(spec, file_sharers(spec, _selected(spec, services)))
     return [name for name in start_order(spec) if name in wanted]
 
 

@@ -59,6 +59,9 @@ class KnobChange:
     #: The running engine does not read the env knob (or its release has no list): the warning
     #: (left out of the JSON while None).
     unread: Annotated[UnreadKnob | None, OMITTED_IF_NONE] = None
+    #: ``[service, live value]`` of each other running service that reads the same file and runs
+    #: another value: it needs the restart too (``restart SERVICE`` restarts it with the service).
+    shared: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
