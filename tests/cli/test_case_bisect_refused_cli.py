@@ -91,3 +91,15 @@ def test_a_secret_knobs_change_is_recorded_masked(setup: tuple[Path, Path, str])
     assert exported.returncode == 0, exported.stderr
     for text in (shown.stdout, exported.stdout, str(doc)):
         assert "hunter" not in text
+
+
+def test_a_knob_changed_twice_is_refused_before_recording(setup: tuple[Path, Path, str]) -> None:
+    spec, ledger, cid = setup
+    before = _events(ledger, cid)
+    twice = ("--change", f"decode:{TOKEN}=hunter2,hunter3", "--change", f"decode:{TOKEN}=a,b")
+    done = run_cli("case", "bisect", cid, *twice, "--test", "soak", "-f", str(spec),
+                   "--ledger", str(ledger))  # fmt: skip
+    assert done.returncode == 2, done.stderr + done.stdout
+    assert f"decode/{TOKEN} is changed twice" in done.stderr
+    assert _events(ledger, cid) == before
+    assert "hunter" not in done.stderr + done.stdout
