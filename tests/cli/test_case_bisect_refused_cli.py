@@ -6,7 +6,8 @@ undeclared ``SECRET_TOKEN`` and declares ``SERVELAB_API_TOKEN`` as a knob.
 1. A change of an undeclared knob (the secret one, or a name nowhere) is refused (exit 2) before
    anything is recorded: the case's events are the same before and after.
 2. A bisection of the declared secret-named knob records its start with the change's values
-   masked: ``case show`` (text and ``--json``) and ``ledger export`` never carry them. The
+   masked: ``case show`` (text and ``--json``) and ``ledger export`` never carry them, and it is
+   not resumed (its values were not recorded). The
    bisection is stopped as it starts (its progress callback raises once the start is recorded).
 """
 
@@ -91,6 +92,11 @@ def test_a_secret_knobs_change_is_recorded_masked(setup: tuple[Path, Path, str])
     assert exported.returncode == 0, exported.stderr
     for text in (shown.stdout, exported.stdout, str(doc)):
         assert "hunter" not in text
+    # its values were not recorded: it cannot be resumed (it would set ``***``)
+    resumed = run_cli("case", "bisect", cid, "--resume", "-f", str(spec), "--ledger", str(ledger))
+    assert resumed.returncode == 2, resumed.stderr + resumed.stdout
+    assert f"values of {TOKEN} were recorded masked" in resumed.stderr
+    assert _events(ledger, cid) == doc["events"]
 
 
 def test_a_knob_changed_twice_is_refused_before_recording(setup: tuple[Path, Path, str]) -> None:
