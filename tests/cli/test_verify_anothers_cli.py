@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from tests.support.generic import servelab_in
 from tests.support.processes import live_procs_under
 from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
 
 pytestmark = pytest.mark.timeout(300)
+
+#: What an A/B or a tune writes in the ledger as it starts: its journal, its knob changes.
+JOURNALS = ("ab_sessions", "tune_runs", "knob_changes")
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +101,40 @@ def test_status_of_a_copy_names_the_other_state_folder(copies: tuple[Path, Path]
     assert "others" not in rows["router"], rows["router"]  # the real router keeps no mark
     code, out, err = servelab_in(s1, "status")
     assert code == 0 and "another" not in out, out + err
+
+
+def _journalled(root: Path) -> int:
+    """How many A/B and tune journal rows the copy's ledger holds (0: none, or no ledger)."""
+    if not (root / "ledger.db").exists():
+        return 0
+    with sqlite3.connect(root / "ledger.db") as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        return sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                   for t in JOURNALS if t in tables)  # fmt: skip
+
+
+def _pids(root: Path) -> dict[str, object]:
+    """Each service's pid as ``status --json`` run in ``root`` shows it."""
+    return {
+        row["service"]: row["pid"] for row in json.loads(servelab_in(root, "status", "--json")[1])
+    }
+
+
+@pytest.mark.parametrize("command", ["ab", "tune"])
+def test_ab_and_tune_of_a_copy_refuse_up_front(copies: tuple[Path, Path], command: str) -> None:
+    """The check ``verify`` refuses by, before anything is written, restarted or journalled
+    (exit 2); the first copy's processes run on, untouched."""
+    s1, s3 = copies
+    env = {p.name: p.read_bytes() for p in (s3 / "env").iterdir()}
+    pids = _pids(s1)
+    knob = f"decode:{DEFAULT_KNOB}=256,512"
+    code, out, err = servelab_in(s3, command, "--knob", knob, "--concurrency", "2", "--requests",
+                                 "4", "--warmup", "0", "--output-len", "4", "--json")  # fmt: skip
+    assert code == 2, out + err
+    doc = json.loads(out)
+    assert doc["error_type"] == "RunRefused" and doc["exit_code"] == 2, doc
+    assert f"{command} refused" in doc["error"] and "another state folder" in doc["error"], doc
+    assert "prefill" in doc["error"] and "decode" in doc["error"], doc
+    assert {p.name: p.read_bytes() for p in (s3 / "env").iterdir()} == env
+    assert _journalled(s3) == 0
+    assert _pids(s1) == pids

@@ -48,6 +48,7 @@ from servelab.core.case.verdicts import (
     Refusal,
 )
 from servelab.core.ledger.codec import encode
+from servelab.core.redaction import mask
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.report.casedocument import (
@@ -319,11 +320,13 @@ def describe_override(override: Override) -> str:
 
 
 def _change(change: Change) -> str:
-    return f"{change.service} {change.knob} {show_value(change.good)} → {show_value(change.bad)}"
+    good, bad = (show_value(mask(change.knob, v)) for v in (change.good, change.bad))
+    return f"{change.service} {change.knob} {good} → {bad}"
 
 
 def _applied(changes: tuple[Change, ...], indices: tuple[int, ...]) -> str:
-    picked = [f"{changes[i].knob}={show_value(changes[i].bad)}" for i in indices]
+    picked = [f"{changes[i].knob}={show_value(mask(changes[i].knob, changes[i].bad))}"
+              for i in indices]  # fmt: skip
     return ", ".join(picked) or "no change"
 
 

@@ -167,14 +167,20 @@ def refusal_words(refusal: Refusal) -> str:
 
 
 def _anothers_processes(refusal: AnothersProcesses) -> str:
-    """``verify`` of services another deployment's processes serve."""
+    """``verify``, ``ab`` or ``tune`` of services another deployment's processes serve."""
     held = "; ".join(
         f"{p.service} (pid {p.pid} on {p.host}) is a process of {whose_words(p.others)}"
         for p in refusal.processes
     )
+    command = refusal.command
+    if command == "verify":
+        would = ("verifying here would read that deployment's processes and record their verdict "
+                 "as this one's (nothing recorded)")  # fmt: skip
+    else:
+        would = (f"{command} here would set this spec's env files and restart that deployment's "
+                 "processes (nothing written, restarted or journalled)")  # fmt: skip
     return (
-        f"verify refused: {held}, not this deployment's: verifying here would read that "
-        "deployment's processes and record their verdict as this one's (nothing recorded); "
-        "verify it with -f the spec of the state folder that started them, or give this spec "
-        "its own ports and bring it up"
+        f"{command} refused: {held}, not this deployment's: {would}; {command} it with -f the "
+        "spec of the state folder that started them, or give this spec its own ports and bring "
+        "it up"
     )

@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from servelab.core.redacted import masked_serializer
+
 __all__ = [
     "METHOD",
     "BisectState",
@@ -68,7 +70,11 @@ class ProbeOutcome(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Change:
     """One change from the good state to the bad one: ``knob`` of ``service`` from ``good`` to
-    ``bad`` (None: unset)."""
+    ``bad`` (None: unset). Encoded (the ledger, ``--json``, ``ledger export``) with ``good`` and
+    ``bad`` masked by the redaction policy (a secret-looking knob's values: ``***``); the
+    bisection in progress sets the real ones."""
+
+    _masked = masked_serializer("knob", "good", "bad")
 
     service: str
     knob: str

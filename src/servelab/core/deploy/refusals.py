@@ -184,12 +184,14 @@ class AnothersProcess:
 
 @dataclass(frozen=True)
 class AnothersProcesses:
-    """``verify``: the ``processes`` serving this spec's services are another copy's of this
-    deployment (its name; a copy of a running spec with its own state folder runs nothing of its
-    own, the nineteenth pass): verifying would read that copy's processes as this one's and record
-    a verdict on them."""
+    """``command`` (``verify``, ``ab``, ``tune``): the ``processes`` serving this spec's services
+    are another copy's of this deployment (its name; a copy of a running spec with its own state
+    folder runs nothing of its own, the nineteenth pass): verifying would read that copy's
+    processes as this one's and record a verdict on them; an A/B or a tune would set this copy's
+    env files and restart that copy's processes."""
 
     processes: tuple[AnothersProcess, ...]
+    command: str = "verify"
 
 
 #: Every refusal; the words ``match`` on it (mypy names a missing case).
@@ -219,10 +221,10 @@ def _fields(refusal: Refusal) -> str:
 
 
 class RunRefused(OptionError):
-    """``ab``/``tune`` (a new one on a deployment not up, or a ``--resume``) refused (exit 2):
-    ``refusal`` says why."""
+    """``ab``/``tune`` (a new one on a deployment not up or another copy's, or a ``--resume``)
+    refused (exit 2): ``refusal`` says why."""
 
-    def __init__(self, refusal: AnothersRun | NotAsLeft | NotUp) -> None:
+    def __init__(self, refusal: AnothersRun | NotAsLeft | NotUp | AnothersProcesses) -> None:
         super().__init__(_fields(refusal))
         self.refusal = refusal
 

@@ -59,6 +59,7 @@ from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
+from servelab.core.redaction import REDACTED, mask
 from servelab.core.soak.result import SoakConfig
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
@@ -68,7 +69,7 @@ from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
-from servelab.ops.case.changes import find_changes
+from servelab.ops.case.changes import check_changes, find_changes
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.case.whose import bisect_owner, refuse_anothers_bisect
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -145,6 +146,9 @@ class _Run:
     #: an answers test's load to reach when a probe's bad arm has not failed yet (None: another
     #: test; :func:`servelab.core.case.load.guard_probe`)
     reference: LoadReference | None = None
+    #: the changes with their real values, as the visits set them (the start's are the same in
+    #: memory; decoded from the ledger, a secret-looking knob's are masked)
+    changes: tuple[Change, ...] = ()
 
 
 def _settings(changes: Sequence[Change], applied: Sequence[int] | None) -> list[Setting]:
@@ -173,7 +177,7 @@ async def _references(op: Operation, run: _Run) -> None:
     session = run.answers
     if session is None or await session.stored(op) is not None:
         return
-    good = _settings(run.start.changes, ())
+    good = _settings(run.changes, ())
     await make_live(op, good, f"case {run.start.case_id}: bisect, the good state's answers",
                     e2e=False)  # fmt: skip
     await session.ensure(op)
@@ -210,18 +214,24 @@ async def _visit(
     op: Operation, run: _Run, step: NextProbe, number: int, arm: str, rnd: int
 ) -> ProbeVisit:
     started = time.monotonic()
-    changes = run.start.changes
+    changes = run.changes
     applied = None if arm == ARM_BAD else step.indices
     why = f"case {run.start.case_id}: bisect probe {number}, arm {arm}, round {rnd + 1}"
     live = await make_live(op, _settings(changes, applied), why, e2e=False)
-    label = "every change" if applied is None else _labels(changes, applied)
+    label = "every change" if applied is None else _labels(run.start.changes, applied)
     visit = await _test(op, run, arm, label, rnd)
     return dataclasses.replace(visit, round=rnd, verification_id=live.verification_id,
                                elapsed_s=round(time.monotonic() - started, 3))  # fmt: skip
 
 
+def _label(change: Change) -> str:
+    """A change as a probe's progress and its runs' labels name it (its value masked by the
+    redaction policy)."""
+    return f"{change.knob}={mask(change.knob, change.bad)}"
+
+
 def _labels(changes: Sequence[Change], indices: Sequence[int]) -> str:
-    return ", ".join(f"{changes[i].knob}={changes[i].bad}" for i in indices) or "no change"
+    return ", ".join(_label(changes[i]) for i in indices) or "no change"
 
 
 def _tally(visits: Sequence[ProbeVisit], arm: str) -> ArmTally:
@@ -232,7 +242,7 @@ def _tally(visits: Sequence[ProbeVisit], arm: str) -> ArmTally:
 async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> ProbeRecord:
     """Round after round until the probe is decided or its rounds run out."""
     start, started = run.start, time.monotonic()
-    labels = tuple(f"{c.knob}={c.bad}" for c in step.changes)
+    labels = tuple(_label(c) for c in step.changes)
     op.say(ProbeStarted(number, labels))
     visits: list[ProbeVisit] = []
     outcome, load = None, None
@@ -301,7 +311,7 @@ async def _search(
 ) -> BisectOutcome:
     """Probe until ddmin is done (each probe recorded as it ends), then conclude; the knobs
     left as found, also when interrupted."""
-    changes = run.start.changes
+    changes = run.changes
     found = tuple([await get_knob(op, c.service, c.knob) for c in changes])
     knobs = [KnobBack(c.service, c.knob, v) for c, v in zip(changes, found, strict=True)]
     # A stop signal, or a failure (a probe's restart that did not come up): put back as found.
@@ -337,7 +347,9 @@ def _workload(ledger: Ledger, case: Case, start: BisectRecord) -> SoakConfig | N
 async def run_bisect(
     where: SpecOrOperation, ledger: Ledger, cfg: BisectConfig, *, progress: Progress | None = None
 ) -> BisectOutcome:
-    """Find the changes, record the bisection's start, and search (see the module docstring)."""
+    """Find the changes, check them, record the bisection's start, and search (see the module
+    docstring). Every input is checked before the start is recorded: a refused bisection
+    leaves nothing on the case."""
     case = load_case(ledger, cfg.case_id)
     soak_id = None
     if cfg.test.kind is ProbeTestKind.SOAK:
@@ -348,18 +360,20 @@ async def run_bisect(
             changes = await find_changes(op, ledger, cfg.good, cfg.bad)
         if not changes:
             raise CaseError(f"no declared knob differs between {cfg.good} and {cfg.bad}")
+        check_changes(op.spec, changes)
         state = start_bisect(changes)
         bench = _bench(cfg.bench, cfg.test)
         start = BisectRecord(cfg.case_id, state.changes, cfg.test, cfg.good or "",
                              cfg.bad if cfg.good else "", cfg.rounds, cfg.alpha, cfg.effect,
                              soak_id, cfg.sessions, cfg.runs, bench,
                              *bisect_owner(op, state.changes))  # fmt: skip
+        workload, answers = _workload(ledger, case, start), _answers(op, start, bench)
+        reference = _reference(case, start)
         bisect_id = ledger.add(
             CaseEvent(at=NOW, case_id=cfg.case_id, kind=BisectRecord.KIND, detail=encode(start))
         )
         op.say(BisectPlanned(cfg.case_id, len(changes), str(cfg.test), cfg.rounds))
-        run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
-                   _answers(op, start, bench), _reference(case, start))  # fmt: skip
+        run = _Run(bisect_id, start, workload, bench, answers, reference, state.changes)
         return await _search(op, ledger, run, state, [])
 
 
@@ -409,6 +423,12 @@ async def resume_bisect(
     if found is None:
         raise CaseError(f"case {case_id} has no unfinished bisection to resume")
     bisect_id, start, probes = found
+    hidden = [c.knob for c in start.changes if REDACTED in f"{c.good}{c.bad}"]
+    if hidden:
+        raise CaseError(
+            f"bisection {bisect_id}'s values of {', '.join(hidden)} were recorded masked (a "
+            f"secret); start a new bisection (case bisect {case_id} --change ...)"
+        )
     state = start_bisect(start.changes)
     for probe in probes:
         step = next_step(state)
@@ -419,5 +439,6 @@ async def resume_bisect(
         await refuse_anothers_bisect(op, bisect_id, start)
         op.say(BisectResumed(case_id, len(probes)))
         run = _Run(bisect_id, start, _workload(ledger, case, start), start.bench,
-                   _answers(op, start, start.bench), _reference(case, start))  # fmt: skip
+                   _answers(op, start, start.bench), _reference(case, start),
+                   start.changes)  # fmt: skip
         return await _search(op, ledger, run, state, list(probes))

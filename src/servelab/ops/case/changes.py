@@ -20,8 +20,9 @@ from servelab.core.case.points import (
     parse_point,
     values_at,
 )
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.knobs.rules import check_knob_name, parse_env_bytes
 from servelab.core.verify.checks import Check, KnobInFile, KnobLive
 from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError, HostError
@@ -30,7 +31,7 @@ from servelab.ops.arguments import argument_knob
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 
-__all__ = ["find_changes"]
+__all__ = ["check_changes", "find_changes"]
 
 
 def _declared(op: Operation) -> list[KnobKey]:
@@ -106,3 +107,15 @@ async def find_changes(
         before = await _values(op, ledger, parse_point(good), history)
         after = await _values(op, ledger, parse_point(bad), history)
         return changes_between(before, after, _declared(op))
+
+
+def check_changes(spec: DeploymentSpec, changes: Sequence[Change]) -> None:
+    """Refuse (``case bisect``, before anything is recorded) a change of a knob the spec does
+    not declare, or two changes of one knob."""
+    seen: set[tuple[str, str]] = set()
+    for change in changes:
+        check_knob_name(spec, change.service, change.knob)
+        key = (change.service, change.knob)
+        if key in seen:
+            raise CaseError(f"{change.service}/{change.knob} is changed twice; list it once")
+        seen.add(key)

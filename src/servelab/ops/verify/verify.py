@@ -46,10 +46,9 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import replace
 
 from servelab.core.deploy.probe import quoted
-from servelab.core.deploy.refusals import AnothersProcess, AnothersProcesses, VerifyRefused
+from servelab.core.deploy.refusals import AnothersProcesses, VerifyRefused
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
-from servelab.core.deploy.whose import Whose, others_of
 from servelab.core.engines import readiness_workers
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import Check, CheckCode, Layer, LayerSkipped, SkipReason
@@ -59,14 +58,13 @@ from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.health import HealthProbe, StaleWorker
 from servelab.core.verify.pair import listening_bootstrap
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
-from servelab.errors import HostError, ServelabError, WorkerListError
-from servelab.io.hosts.discovery import find_process
-from servelab.io.hosts.processes import spec_mark
+from servelab.errors import ServelabError, WorkerListError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.arguments import engine_report
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.anothers import anothers_processes
 from servelab.ops.verify.answers import answers_check
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
@@ -102,8 +100,7 @@ async def verify(
     names = _selected(target.spec, services)
     started = time.perf_counter()
     async with operation(target, ledger=ledger, progress=progress) as op:
-        anothers = await asyncio.gather(*(_anothers(op, name) for name in names))
-        if held := tuple(process for process in anothers if process is not None):
+        if held := await anothers_processes(op, names):
             raise VerifyRefused(AnothersProcesses(held))
         routed = asyncio.Event()  # set once the e2e probe is done: a router has routed it
         if Layer.E2E not in chosen:
@@ -123,22 +120,6 @@ async def verify(
                 spec_hash=report.spec_hash, ok=report.ok, checks=checks
             )
     return report
-
-
-async def _anothers(op: Operation, service: str) -> AnothersProcess | None:
-    """The process serving ``service`` when it carries the mark of another copy of this
-    deployment (None: this deployment's, a stranger's, another name's, none, or its host did not
-    answer: the layers say so)."""
-    try:
-        proc = await find_process(op.loaded, service, op.host(service))
-    except HostError:
-        return None
-    if proc.pid is None or proc.others is None:
-        return None
-    whose = others_of(proc.others, spec_mark(op.loaded, service))
-    if whose.whose is Whose.NAMED:  # what `init` wrote a spec for: a running deployment
-        return None
-    return AnothersProcess(service, op.spec.service(service).host, proc.pid, whose)
 
 
 def _layers(names: Iterable[str]) -> tuple[Layer, ...]:
