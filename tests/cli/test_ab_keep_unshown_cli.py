@@ -40,16 +40,26 @@ def test_a_candidate_whose_answers_were_not_shown_unchanged_is_kept_by_no_spelli
             verdict = doc["answers"]["verdict"]
             # Inconclusive by too few pairs whatever the machine's load: the bf16 keys garble
             # an answer only in decode steps over 16 running requests, which a busy client does
-            # not always reach (CI twice: 0 of 4 wrong, with 16- and with 48-token answers); the
-            # keep rule reads the outcome only (H4: it kept an inconclusive candidate)
+            # not always reach (CI twice: 0 of 4 wrong, with 16- and with 48-token answers). The
+            # keep rule (`AnswersJudgement.unshown`) holds back an inconclusive candidate with more
+            # wrong answers than the baseline (H4: it kept one), and keeps one with no more
             assert verdict["outcome"] == "inconclusive", verdict
             assert verdict["n"] < MIN_PAIRS, verdict
+            live = run_cli("knob", "diff", "decode", BF16, "-f", spec, "--json")
+            if verdict["candidate_wrong"] <= verdict["baseline_wrong"]:
+                # no sign of a change (CI once: 0 of 4 wrong on a busy machine): the rule keeps it
+                assert doc["kept"] == "1" and "not_kept" not in doc, doc
+                assert result.returncode == 0, result.stderr
+                assert json.loads(live.stdout)["live"] == "1", live.stdout
+                back = run_cli("knob", "set", "decode", f"{BF16}=0", "-f", spec, "--ledger", ledger)
+                assert back.returncode == 0, back.stderr
+                assert run_cli("restart", "decode", "-f", spec, "--ledger", ledger).returncode == 0
+                continue
             assert "kept" not in doc and doc["restored"] is True, doc
             assert doc["not_kept"] == "answers not shown unchanged"
             assert result.returncode == 1, result.stderr
             assert "--keep: the candidate 1 is NOT kept" in result.stderr, result.stderr
             assert "not kept on its speed alone" in result.stderr
-            live = run_cli("knob", "diff", "decode", BF16, "-f", spec, "--json")
             assert json.loads(live.stdout)["live"] in (None, "0"), live.stdout
     finally:
         run_cli("down", "-f", spec, "--ledger", ledger)

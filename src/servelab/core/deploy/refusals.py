@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from servelab.core.deploy.probe import ProbeResult
 from servelab.core.deploy.whose import Others
 from servelab.errors import CaseError, OptionError, ServelabError, ServiceStartError
+
+if TYPE_CHECKING:  # a probe's answer carries pydantic's serializers: not for every command's start
+    from servelab.core.deploy.probe import ProbeResult
 
 __all__ = [
     "AnothersBisection",
