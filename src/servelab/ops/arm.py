@@ -120,7 +120,7 @@ async def make_live(
     for s in settings:
         change = await set_knob(op, s.service, s.knob, s.value, reason=reason)
         if change.place == "env_file":
-            readers = file_readers(op.loaded, s.service, change.env_file, change.place)
+            readers = await file_readers(op, s.service, change.env_file, change.place)
             shared += [Setting(other, s.knob, s.value) for other in readers]
     known = {(s.service, s.knob) for s in settings}
     shared = [s for s in dict.fromkeys(shared) if (s.service, s.knob) not in known]

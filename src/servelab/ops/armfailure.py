@@ -9,7 +9,11 @@ service is down or a knob runs another value) and lets the failure go on. When t
 still down after that, the failure is a :class:`~servelab.ops.deploy.results.RestartLeftDown`
 instead, as ``restart``'s own: it names the services left down and the command that brings them
 back (``servelab up -f SPEC``); the CLI prints them (text and ``--json``'s ``down``,
-``recovery``). A command is never left with the deployment down and unnamed.
+``recovery``). A command is never left with the deployment down and unnamed. When nothing is
+down but the put-back itself failed (a full ledger, a read-only env folder: a knob left at the
+arm's value), the failure is a :class:`~servelab.ops.deploy.refused.PutBackAfterFailure`
+naming both the failure and what is not back, with the ``servelab knob set`` that puts it back
+(text and ``--json``'s ``put_back``); the command exits non-zero.
 """
 
 from __future__ import annotations
@@ -54,10 +58,14 @@ async def as_found_on_failure(op: Operation, found: Sequence[KnobBack]) -> Async
 async def _put_back(
     op: Operation, found: Sequence[KnobBack], exc: Exception, left_down: Sequence[str]
 ) -> None:
-    """``found`` put back; :class:`RestartLeftDown` when something is still down."""
+    """``found`` put back; :class:`RestartLeftDown` when something is still down,
+    :class:`PutBackAfterFailure` (the failure and what is not back, with the commands that
+    fix it) when nothing is down but the put-back failed: never the failure alone."""
     put = await put_back(op, found, left_down=left_down, reason=REASON, failure=str(exc))
     if put.down:
         raise RestartLeftDown(_left_down(op, found, put, exc)) from exc
+    if not put.ok:  # nothing down, yet a knob not back (a full ledger, a read-only env folder)
+        raise PutBackAfterFailure(str(exc), put) from exc
 
 
 def _left_down(

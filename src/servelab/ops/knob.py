@@ -320,7 +320,7 @@ async def set_knob(
             live = await _engine_value(op, service, knob, live)
         unread = await _unread(op, service, knob) if pid is not None else None
         shared = [(other, await _live_value(op, other, name))
-                  for other in file_readers(op.loaded, service, path, place)]  # fmt: skip
+                  for other in await file_readers(op, service, path, place)]  # fmt: skip
     stale = tuple((other, seen) for other, (running, seen, error) in shared  # another value
                   if error is not None
                   or (running is not None and not same_value(seen, value)))  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import posixpath
+
 import pytest
 
 from servelab.core.deploy import topology
@@ -221,3 +223,48 @@ def test_restart_plan_restarts_every_reader_of_a_shared_file() -> None:
     assert topology.file_sharers(spec, ["decode"]) == {"decode", "decode2"}
     assert restart_plan(spec, ["decode3"]) == ["decode3"]
     assert restart_plan(spec, ["prefill"]) == ["prefill", "decode", "router", "decode2"]
+
+
+LINKED_SPEC = (
+    DEFAULT_SPEC_TOML
+    + """
+[services.decode2]
+role = "decode"
+url = "http://127.0.0.1:30011"
+start = "sim"
+env_file = "env/decode-2.env"
+depends_on = ["prefill"]
+
+[services.decode3]
+role = "decode"
+url = "http://127.0.0.1:30012"
+host = "gpu2"
+start = "sim"
+env_file = ".servelab/env/decode.env"
+
+[hosts.gpu2]
+ssh = "me@gpu2"
+"""
+)
+
+
+def test_the_sharing_rule_compares_the_files_identities() -> None:
+    # decode's and decode2's env files are two paths linked to one file (a symlink or a hard
+    # link: one device and inode on the host): one file, so restarting one restarts the other;
+    # the same identity on another host is another file; without identities, paths as written
+    spec = parse_spec(LINKED_SPEC)
+    decode_env = spec.services["decode"].env_file
+    assert decode_env is not None and decode_env != "env/decode-2.env"
+    one_file = (2049, 1234)
+    same = {
+        ("local", posixpath.normpath(decode_env)): one_file,
+        ("local", "env/decode-2.env"): one_file,
+        ("gpu2", ".servelab/env/decode.env"): one_file,
+    }
+    assert topology.file_sharers(spec, ["decode"], same) == {"decode", "decode2"}
+    assert restart_plan(spec, ["decode2"], same) == ["decode", "router", "decode2"]
+    assert restart_plan(spec, ["decode3"], same) == ["decode3"]
+    assert topology.file_sharers(spec, ["decode"]) == {"decode"}
+    assert restart_plan(spec, ["decode2"]) == ["decode2"]
+    other = {**same, ("local", "env/decode-2.env"): (2049, 99)}  # two files: apart
+    assert topology.file_sharers(spec, ["decode"], other) == {"decode"}

@@ -14,14 +14,17 @@ Plans:
   worker connections and a decode its bootstrap peers, so a dependent of a restarted service is
   restarted after it. A change to a file changes every service that reads it: the requested
   services come with every service that reads the same ``env_file`` or ``config_file`` (the
-  same path on the same host: :func:`file_sharers`), so two decode replicas sharing one env
-  file are restarted together, never one left running the file's old value.
+  file on the same host: :func:`file_sharers`), so two decode replicas sharing one env
+  file are restarted together, never one left running the file's old value. The same file is
+  the same identity when the caller read them (:data:`FileIdentities`: each file's device and
+  inode on its host, read by :mod:`servelab.ops.fileids`: two paths linked to one file, by a
+  symlink or a hard link, are one file); else the same path as written, normalised.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 
 from servelab.core.deploy.routers import SMG, RouterKind, RouterOptions
 from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec, start_order
@@ -31,10 +34,12 @@ __all__ = [
     "LOOPBACK",
     "ROUTER_MODULE",
     "VLLM_STARTUP_CHECK_INTERVAL_S",
+    "FileIdentities",
     "dependencies",
     "dependents",
     "down_plan",
     "engine_trace_args",
+    "file_identity",
     "file_sharers",
     "restart_plan",
     "router_argv",
@@ -91,19 +96,38 @@ def dependents(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
     return _closure(spec, names, _reverse_edges(spec))
 
 
-def _files(svc: ServiceSpec) -> set[tuple[str, str]]:
-    """The files the service reads, as ``(host, path)``: its env file and its config file (the
-    path normalised lexically, as the spec resolves both against its own directory)."""
+#: Each file a service reads, by ``(host, path as the spec writes it, normalised)``: its
+#: identity on that host (a :data:`~servelab.io.hosts.host.FileId`, device and inode), the same
+#: for every path linked to it. A file missing here is known by its path alone.
+FileIdentities = Mapping[tuple[str, str], Hashable]
+
+
+def file_identity(
+    svc: ServiceSpec, path: str, same: FileIdentities | None = None
+) -> tuple[str, Hashable]:
+    """``path`` (a file ``svc`` reads, as the spec writes it) as ``(host, identity)``: its
+    identity in ``same`` when there, else its path normalised lexically (as the spec resolves
+    it against its own directory)."""
+    key = (svc.host, posixpath.normpath(path))
+    return (svc.host, key if same is None else same.get(key, key))
+
+
+def _files(svc: ServiceSpec, same: FileIdentities | None = None) -> set[tuple[str, Hashable]]:
+    """The files the service reads (its env file and its config file), each as
+    :func:`file_identity` gives it."""
     paths = (svc.env_file, svc.config_file)
-    return {(svc.host, posixpath.normpath(p)) for p in paths if p}  # "": no file to share
+    return {file_identity(svc, p, same) for p in paths if p}  # "": no file to share
 
 
-def file_sharers(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
+def file_sharers(
+    spec: DeploymentSpec, names: Iterable[str], same: FileIdentities | None = None
+) -> set[str]:
     """``names`` and every service that reads one of their files (the same ``env_file`` or
-    ``config_file`` path on the same host): a change to the file is a change to each of them."""
+    ``config_file`` on the same host: the same identity in ``same``, else the same path): a
+    change to the file is a change to each of them."""
     wanted = set(names)
-    files: set[tuple[str, str]] = set().union(*(_files(spec.service(n)) for n in wanted))
-    return wanted | {name for name, svc in spec.services.items() if _files(svc) & files}
+    files: set[tuple[str, Hashable]] = set().union(*(_files(spec.service(n), same) for n in wanted))
+    return wanted | {name for name, svc in spec.services.items() if _files(svc, same) & files}
 
 
 def _selected(spec: DeploymentSpec, services: Iterable[str] | None) -> list[str]:
@@ -122,10 +146,14 @@ def down_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> li
     return [name for name in stop_order(spec) if name in wanted]
 
 
-def restart_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> list[str]:
+def restart_plan(
+    spec: DeploymentSpec,
+    services: Iterable[str] | None = None,
+    same: FileIdentities | None = None,
+) -> list[str]:
     """What ``restart`` restarts: the services, every service that reads one of their files
-    (:func:`file_sharers`), and the dependents of all of them, in start order."""
-    wanted = dependents(spec, file_sharers(spec, _selected(spec, services)))
+    (:func:`file_sharers`, with ``same``), and the dependents of all of them, in start order."""
+    wanted = dependents(spec, file_sharers(spec, _selected(spec, services), same))
     return [name for name in start_order(spec) if name in wanted]
 
 

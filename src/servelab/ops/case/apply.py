@@ -30,6 +30,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.deploy.putback import as_found, put_back
+from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import LAYERS, verify
 
@@ -77,7 +78,7 @@ async def apply_knobs(
                 op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
             )
             done.changes.append(change)
-        order = restart_plan(op.spec, [s for s, _k, _v in wanted])
+        order = restart_plan(op.spec, [s for s, _k, _v in wanted], await file_identities(op))
         try:
             done.steps = await _restart(op, ledger, order, say)
         except ServelabError as exc:  # the engine refused the value: the knobs as found, up

@@ -69,6 +69,7 @@ from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.case.handedit import knob_history
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
+from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, knob_owner, live_knobs
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.e2e import bounded_by
@@ -202,7 +203,7 @@ async def _make_live(
     (:func:`~servelab.ops.verify.e2e.bounded_by`): the suspect arm may be the hang itself."""
     service = str(target.service)
     value = argument_knob(op, target.name).normalize(value)  # a flag's ``true`` is ``on``
-    op.say(CoRestarting(tuple(restart_plan(op.spec, [service]))))
+    op.say(CoRestarting(tuple(restart_plan(op.spec, [service], await file_identities(op)))))
     e2e = None if workload is None else bounded_by(workload.deadlines)
     arm = await make_live(op, [Setting(service, target.name, value)], why, e2e_options=e2e)
     return arm.verification_id

@@ -76,6 +76,7 @@ from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.ops.deploy.rollback import prepare_rollback
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.writable import check_writable
+from servelab.ops.fileids import file_identities
 from servelab.ops.knob import not_as_file
 from servelab.ops.routerlaunch import router_launch
 from servelab.ops.verify.layers.pair import pair_checks
@@ -347,7 +348,7 @@ async def restart(
     The report (and its ledger row) names the services left down, if any, and the command that
     brings them back; cancelled (Ctrl-C), it raises :class:`DeployInterrupted` carrying it."""
     async with operation(target, ledger=ledger, progress=progress) as op:
-        plan = restart_plan(op.spec, services)
+        plan = restart_plan(op.spec, services, await file_identities(op))
         await _preflight(op, "restart", plan, rollback=rollback)
         report = RestartReport(plan, [])
         down: set[str] = set()

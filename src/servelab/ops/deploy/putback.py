@@ -53,6 +53,7 @@ from servelab.ops.deploy.deploy import restart
 from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.services import readiness, tolerant
 from servelab.ops.deploy.settle import settle
+from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, live_knob, not_as_file, set_knob
 
 __all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back"]
@@ -202,7 +203,7 @@ class _PutBack:
 
     async def _restart(self) -> None:
         services = list(dict.fromkeys(knob.service for knob in self.found))
-        plan = restart_plan(self.op.spec, services)
+        plan = restart_plan(self.op.spec, services, await file_identities(self.op))
         if not services or not await self._needed(plan):
             return
         self.down |= set(plan)  # stopped from here on, until started again
@@ -237,7 +238,8 @@ class _PutBack:
     async def _not_ready(self, plan: Sequence[str] | None = None) -> list[str]:
         """The services of ``plan`` (default: of the knobs) whose readiness is not 200."""
         if plan is None:
-            plan = restart_plan(self.op.spec, [knob.service for knob in self.found])
+            plan = restart_plan(self.op.spec, [knob.service for knob in self.found],
+                                await file_identities(self.op))  # fmt: skip
         out = []
         for name in plan:
             with contextlib.suppress(ServelabError):
@@ -258,7 +260,7 @@ class _PutBack:
         recovery: tuple[str, ...] = ()
         if still:  # a restart of those services applies their files and starts what is down
             stale = list(dict.fromkeys([s.service for s in still]))
-            plan = restart_plan(self.op.spec, stale)
+            plan = restart_plan(self.op.spec, stale, await file_identities(self.op))
             stale += [name for name in down if name not in plan]
             recovery = ("servelab", "restart", *self.op.loaded.spec_args, *stale)
         elif down:
@@ -271,7 +273,8 @@ class _PutBack:
     async def _as_it_runs(self) -> tuple[set[str], tuple[StillLive, ...]]:
         """(the services down, the knobs a running one holds at another value than its file),
         read from the processes: of the services known down and the knobs' restart plan."""
-        plan = restart_plan(self.op.spec, [knob.service for knob in self.found])
+        same = await file_identities(self.op)
+        plan = restart_plan(self.op.spec, [knob.service for knob in self.found], same)
         looked = [name for name in start_order(self.op.spec) if name in self.down or name in plan]
         down = set(await self._not_ready(looked))
         still: list[StillLive] = []

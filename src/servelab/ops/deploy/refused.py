@@ -34,9 +34,17 @@ def _tail(put: PutBack) -> str:
         done = [f"wrote back {_knobs(put.written)}"] if put.written else []
         done += [f"co-restarted {', '.join(put.restarted)}"] if put.restarted else []
         return f"put back as found ({'; '.join(done) or 'nothing had changed'})"
-    parts = [f"NOT put back as found ({put.error or 'stopped by a second signal'})"]
-    parts += [f"not back in its file: {_knobs(put.not_written)}"] if put.not_written else []
-    if put.down:
+    why = put.error or "stopped by a second signal"
+    parts = [f"NOT put back as found ({why}): the deployment is NOT as this command found it"]
+    for knob, fix in zip(put.not_written, put.fixes, strict=True):
+        parts.append(f"not back in its file: {_knobs((knob,))}; put it back with: "
+                     f"{shlex.join(fix)}")  # fmt: skip
+    if put.still_live:
+        parts += [f"{s.service} still runs {s.knob} at another value than its file"
+                  for s in put.still_live]  # fmt: skip
+        parts += [f"down: {', '.join(put.down)}"] if put.down else []
+        parts.append(f"apply the files with: {shlex.join(put.recovery)}")
+    elif put.down:
         parts.append(f"down: {', '.join(put.down)}; bring them back with: "
                      f"{shlex.join(put.recovery)}")  # fmt: skip
     return "; ".join(parts)
