@@ -3,9 +3,10 @@ refused (exit 2) before anything is restarted, measured or written, naming the d
 run was started on and the spec to resume it with; the other deployment's file never gets the
 run's original value. Real processes and files: each spec's only service cannot start
 (``exit 3``), so the run started in ``a/`` stops at its first arm (journalled, interrupted,
-``a``'s value put back), and a resume that got past the check fails its restart (exit 1) and
-shows it. A run journalled before runs named their deployment is resumed only where the knob's
-file holds its original value."""
+``a``'s value put back); a resume while it is down is refused as a new run is (exit 2, nothing
+restarted), and one that got past the checks (a stranger answering its health) fails its restart
+(exit 1) and shows it. A run journalled before runs named their deployment is resumed only where
+the knob's file holds its original value."""
 
 from __future__ import annotations
 
@@ -86,8 +87,15 @@ def test_resume_from_another_deployment_is_refused(tmp_path: Path, kind: str) ->
     assert "resuming" not in said and "Traceback" not in said
     assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=512\n"  # never written
     assert _changes(ledger_file) == before  # nothing set in either deployment
-    # its own deployment resumes it: past the check, its restart fails as the first one did
-    again = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
+    # its own deployment, down, refuses to resume as a new run does: nothing restarted first
+    down = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
+    said = " ".join((down.stdout + down.stderr).split())
+    assert down.returncode == 2, said
+    assert f"{kind} --resume needs every service ready and refuses before starting" in said
+    assert "resuming" not in said and _changes(ledger_file) == before
+    # up, its own deployment resumes it: past the check, its restart fails as the first one did
+    with _answering(alpha):
+        again = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
     assert again.returncode == 1, again.stdout + again.stderr
     assert re.search(rf"resuming {what} {run_id}: \d+ visit\(s\) kept", again.stderr)
     assert (tmp_path / "a" / "decode.env").read_text() == f"{K}=256\n"
@@ -130,6 +138,7 @@ def test_a_run_journalled_before_runs_named_their_deployment(tmp_path: Path, kin
         f"decode {K} is 512, not its original 256"
     ) in said
     assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=512\n"
-    again = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
+    with _answering(alpha):
+        again = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
     assert again.returncode == 1, again.stdout + again.stderr
     assert f"resuming {what} {run_id}" in again.stderr

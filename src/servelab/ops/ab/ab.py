@@ -245,6 +245,7 @@ async def resume_ab(
         if not owned:
             setting = (cfg.service, cfg.knob, session.original)
             await refuse_unowned_elsewhere(op, RunKind.AB, session_id, [setting])
+        await refuse_not_up(op, "ab --resume")  # as a new A/B is: nothing restarted first
         op.say(AbResumed(session_id, len(kept)))
         return await _run(op, cfg, result, journal, bench_progress, kept)
 

@@ -394,5 +394,6 @@ async def resume_tune(
             pairs = zip(cfg.knobs, stored.original, strict=False)
             settings = [(k.service, k.knob, v) for k, v in pairs]
             await refuse_unowned_elsewhere(op, RunKind.TUNE, tune_id, settings)
+        await refuse_not_up(op, "tune --resume")  # as a new tune is: nothing restarted first
         op.say(TuneResumed(tune_id, len(stored.visits)))
         return await _run(op, cfg, record, store, bench_progress)
