@@ -19,7 +19,8 @@ from typing import Any
 import click
 
 from servelab.__main__ import STARTUP_HANDLER_MARK
-from servelab.cli.boundary import ServelabGroup
+from servelab.cli.boundary import ServelabGroup, said_all
+from servelab.cli.streams import kept_streams
 
 __all__ = ["COMMANDS", "LazyCommand", "LazyServelabGroup", "cli", "main"]
 
@@ -170,5 +171,11 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``servelab`` console script."""
-    cli(prog_name="servelab")
+    """Entry point of the ``servelab`` console script. Its output is kept for the whole process
+    (:func:`~servelab.cli.streams.kept_streams`): what click itself prints after a command (a
+    usage error, ``--help``) to a reader that left changes no exit code either."""
+    with kept_streams() as streams:
+        try:
+            cli(prog_name="servelab")
+        except SystemExit as exc:
+            raise SystemExit(said_all(streams, exc.code)) from None

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import uvloop
 
+from servelab.cli.streams import KeptStreams
 from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused, VerifyRefused
 from servelab.core.redaction import clip_long, redact
 from servelab.errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "note_interruption",
     "print_json",
     "run",
+    "said_all",
     "stop_on_signals",
 ]
 
@@ -302,6 +304,18 @@ def _message(exc: BaseException) -> str:
         where = f"{exc.filename}: " if exc.filename else ""
         return redact(f"{where}{exc.strerror}")
     return redact(f"unexpected {type(exc).__name__}: {exc}")
+
+
+def said_all(streams: KeptStreams, code: int | str | None) -> int | str | None:
+    """The exit code of a command that ended with ``code`` and wrote through ``streams``: its own,
+    unless it succeeded but lost output otherwise than to a reader that left (``> /dev/full``):
+    then one line on stderr says what was lost, and 1 (a closed pipe keeps the code:
+    :mod:`servelab.cli.streams`)."""
+    lost = streams.unsaid()
+    if code not in (EXIT_OK, None) or lost is None:
+        return code
+    error(_message(lost))
+    return EXIT_FAILED
 
 
 def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
