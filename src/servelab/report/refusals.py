@@ -8,6 +8,7 @@ line's failure boundary prints them for :class:`~servelab.core.deploy.refusals.R
 
 from __future__ import annotations
 
+from servelab.core.deploy.mark import Mark
 from servelab.core.deploy.refusals import (
     AnothersBisection,
     AnothersProcesses,
@@ -97,9 +98,8 @@ def _of_deployment(mark: str) -> str:
     if len(mark) > _MARK_CHARS:
         mark = mark[:_MARK_CHARS] + "…"
     shown = printable(mark)
-    name, _, service = shown.rpartition("/")
-    service = service.partition("#")[0]
-    return f"{service} of deployment {name}" if name else f"marked {shown}"
+    parsed = Mark.parse(shown)
+    return f"marked {shown}" if parsed is None else f"{parsed.served} of deployment {parsed.name}"
 
 
 def _not_up(r: NotUp) -> str:

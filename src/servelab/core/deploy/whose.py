@@ -1,8 +1,8 @@
 """Whose a process is, when it carries another deployment's mark (issue 38, nineteenth pass):
 told from its mark against this deployment's own (pure).
 
-A mark is ``<deployment>/<service>@<address>#<place>``
-(:func:`~servelab.io.hosts.processes.service_mark`). Two copies of one spec (one name) are told
+A mark is ``<deployment>/<service>@<address>#<place>`` (:class:`~servelab.core.deploy.mark.Mark`:
+its grammar and edge cases). Two copies of one spec (one name) are told
 apart by the address they serve at, or, serving one address, by their state folder's place:
 naming such a process by its deployment's name alone would read as this deployment's own
 (``(test-pd's)`` in the copy's ``status``), so :class:`Others` says which it is.
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from servelab.core.deploy.mark import Mark
 
 __all__ = ["Others", "Whose", "others_of"]
 
@@ -38,9 +40,9 @@ class Others:
 
 
 def _parts(mark: str) -> tuple[str, str | None]:
-    name, _, rest = mark.rpartition("/")
-    service = rest.partition("#")[0]
-    return name, (service.partition("@")[2] or None)
+    """The deployment's name and address ``mark`` names (a text that is no mark: neither)."""
+    parsed = Mark.parse(mark)
+    return ("", None) if parsed is None else (parsed.name, parsed.address or None)
 
 
 def others_of(found: str, ours: str) -> Others:

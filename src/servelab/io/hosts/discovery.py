@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servelab.core.deploy.mark import Mark
 from servelab.core.engines import Engine
 from servelab.core.knob import Knob
 from servelab.core.knobs.argv import arg_values
@@ -210,7 +211,7 @@ async def others_mark(host: Host, pid: int, mark: str) -> str | None:
     except HostError:
         return None
     other = found.get(SERVICE_MARK)
-    if other is None or not other.rpartition("/")[0]:  # no deployment named: not a mark
+    if other is None or Mark.parse(other) is None:  # no deployment named: not a mark
         return None
     return None if same_deployment(other, mark) else other
 

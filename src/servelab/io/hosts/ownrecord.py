@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.core.deploy.mark import Mark
 from servelab.core.knobs.envfile import parse_environ, select
 from servelab.errors import HostError
 from servelab.io.hosts.host import Host
@@ -53,12 +54,17 @@ class OwnRecord:
     at: str | None = None
 
 
+def _parsed(mark: object) -> Mark | None:
+    return Mark.parse(mark) if isinstance(mark, str) else None
+
+
 def _deployment(mark: object) -> str | None:
-    return (mark.rpartition("/")[0] or None) if isinstance(mark, str) else None
+    parsed = _parsed(mark)
+    return None if parsed is None else parsed.name
 
 
 def _mark_of(mark: object) -> str | None:
-    return mark if isinstance(mark, str) and mark.rpartition("/")[0] else None
+    return mark if isinstance(mark, str) and Mark.parse(mark) is not None else None
 
 
 async def _record_mark(host: Host, record: PidRecord) -> str | None:
@@ -85,13 +91,14 @@ def same_deployment(found: str | None, mark: str) -> bool:
     without the address either (same service)."""
     if found is None or found == mark:
         return found is not None
-    name, _, service = found.rpartition("/")
-    ours, _, own_service = mark.rpartition("/")
-    if name != ours:
+    theirs, ours = Mark.parse(found), Mark.parse(mark)
+    if theirs is None or ours is None or theirs.name != ours.name or theirs.place is not None:
         return False
-    if "#" not in service and "@" in service:  # an older mark: no state folder
-        return service == own_service.partition("#")[0]
-    return "@" not in service and service == own_service.partition("@")[0]
+    if theirs.address is not None:  # an older mark: no state folder
+        return theirs.served == ours.served
+    # older still, no address: the same service (of a mark of ours that is one servelab writes:
+    # a place without an address is no mark of ours, never an older one's deployment)
+    return theirs.service == ours.service and (ours.address is not None or ours.place is None)
 
 
 def made_by(recorded: str | None, ours: str | None) -> bool:
@@ -165,8 +172,9 @@ async def others_places(host: Host, state_dir: Path, service: str, mark: str) ->
 
 
 def _address(mark: str) -> str | None:
-    """The address a mark names (``<host>:<port>``, without its state folder's place)."""
-    return mark.rpartition("/")[2].partition("@")[2].partition("#")[0] or None
+    """The address a mark names (``<host>:<port>``; None: none, or empty)."""
+    parsed = Mark.parse(mark)
+    return (parsed.address or None) if parsed is not None else None
 
 
 async def record_place(host: Host, state_dir: Path, service: str, mark: str) -> str | None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from servelab.core.deploy.mark import Mark
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.places import split_args
@@ -201,9 +202,9 @@ def service_mark(
     of one name and one address with their own state folders (the seventeenth pass, H1: the
     second adopted the first's process and stopped it). A mark without the place (nothing
     launched from the folder yet, or an older servelab's), or without the address too (older
-    still), is compared as :func:`~servelab.io.hosts.ownrecord.same_deployment` says."""
-    mark = f"{deployment}/{service}" + ("" if address is None else f"@{address}")
-    return mark if address is None or place is None else f"{mark}#{place}"
+    still), is compared as :func:`~servelab.io.hosts.ownrecord.same_deployment` says. The grammar:
+    :class:`~servelab.core.deploy.mark.Mark`."""
+    return str(Mark(deployment, service, address, None if address is None else place))
 
 
 def spec_address(spec: DeploymentSpec, service: str) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servelab.core.deploy.mark import Mark
 from servelab.core.deploy.refusals import (
     AnothersRun,
     NotAsLeft,
@@ -63,7 +64,7 @@ def refuse_anothers_run(
         return False
     loaded = _loaded(target)
     spec = loaded.spec
-    ours = spec_mark(loaded, service) if service in spec.services else f"{spec.name}/"
+    ours = spec_mark(loaded, service) if service in spec.services else str(Mark(spec.name, ""))
     if service in spec.services and same_deployment(owner.mark, ours):
         return True
     whose = named_deployment(owner.mark, ours)

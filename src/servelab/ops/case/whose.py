@@ -36,6 +36,7 @@ from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreAdvice, RestoreWhose, RevertPreview
 from servelab.core.case.model import Case, RestoreItem, RevertEvent
 from servelab.core.case.probe import BisectRecord
+from servelab.core.deploy.mark import Mark
 from servelab.core.deploy.refusals import (
     AnothersBisection,
     AnothersRestore,
@@ -162,7 +163,8 @@ async def refuse_anothers_bisect(op: Operation, bisect_id: int, start: BisectRec
         if here is not None and same_deployment(start.mark, here):
             return
         # a start recorded where its spec lacked the service holds no mark (""): its name then
-        whose = named_deployment(start.mark or start.deployment, here or f"{op.spec.name}/")
+        ours = here or str(Mark(op.spec.name, ""))
+        whose = named_deployment(start.mark or start.deployment, ours)
         raise CaseRefused(AnothersBisection(start.case_id, bisect_id, whose, op.spec.name,
                                             start.deployment, _spec(start.spec)))  # fmt: skip
     left = [(c.service, c.knob, c.bad) for c in start.changes]

@@ -18,6 +18,7 @@ from time import perf_counter
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswerReferences, AnswersConfig, State, state_key
 from servelab.core.answers.probes import Probe, probe_set
+from servelab.core.deploy.mark import Mark
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.verify.answers import AnswerProbes, outcome_of, site_of_outcomes
 from servelab.core.verify.checks import Check, CheckCode
@@ -62,8 +63,8 @@ def deployment_references(ledger: Ledger, owner: str, model: str) -> AnswerRefer
     recorded before marks is)."""
     store = AnswerStore(ledger)
     found = store.find(_key(owner, model))
-    name = owner.rpartition("/")[0]
-    return found if found is not None or not name else store.find(_key(name, model))
+    mark = Mark.parse(owner)
+    return found if found is not None or mark is None else store.find(_key(mark.name, model))
 
 
 async def answers_check(
