@@ -1,0 +1,51 @@
+"""Two decode replicas sharing one ``config_file`` (the 2P2D example with ``decode-1`` and
+``decode-2`` both reading ``decode.yaml`` with ``--config``), for real: a change to the file is a
+change to both, so ``restart`` restarts both and each arm of an ``ab`` is made live, verified and
+read back on both, as for a shared env file (tests/cli/test_shared_env_file_cli.py): never one
+replica said "verified live" while the other, restarted on the same file, goes unread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import run_cli
+from tests.support.xpyd import write_2p2d_spec
+
+KNOB = "--max-running-requests"
+
+
+@pytest.mark.timeout(420)
+def test_an_arm_reads_back_every_reader_of_a_shared_config_file(tmp_path: Path) -> None:
+    spec_path, _ = write_2p2d_spec(tmp_path)
+    text = spec_path.read_text()
+    for name in ("decode", "decode-2"):
+        old = f'env_file = "env/{name}.env"\nknobs = ["SGLANG_SM120_MMA_TARGET_CTAS"]'
+        assert text.count(old) == 1, name
+        text = text.replace(
+            old,
+            f'env_file = "env/{name}.env"\nconfig_file = "decode.yaml"\n'
+            f'knobs = ["SGLANG_SM120_MMA_TARGET_CTAS", "{KNOB}"]',
+        )
+    spec_path.write_text(text)
+    (tmp_path / "decode.yaml").write_text("# both decodes' engine settings\nmax-running-requests: 32\n")
+    spec, ledger = str(spec_path), str(tmp_path / "ledger.db")
+    assert run_cli("up", "-f", spec, "--ledger", ledger, timeout=180).returncode == 0
+    try:
+        done = run_cli(
+            "ab", "-f", spec, "--ledger", ledger, "--knob", f"decode-1:{KNOB}=24,16",
+            "--concurrency", "8", "--repeat", "1", "--requests", "24", "--warmup", "2",
+            "--input-len", "32", "--output-len", "8", timeout=300,
+        )  # fmt: skip
+        assert done.returncode in (0, 1), done.stdout + done.stderr
+        assert "restart plan: decode-1 -> decode-2 -> router" in done.stderr, done.stderr
+        for value in ("24", "16"):
+            for service in ("decode-1", "decode-2"):
+                said = f"{service} {KNOB}={value}, verified live"
+                assert said in done.stderr, done.stderr
+        assert "max-running-requests: 32" in (tmp_path / "decode.yaml").read_text()
+        done = run_cli("verify", "-f", spec, "--ledger", ledger, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        run_cli("down", "-f", spec, "--ledger", ledger, timeout=120)
