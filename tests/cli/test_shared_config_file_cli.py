@@ -29,7 +29,8 @@ def test_an_arm_reads_back_every_reader_of_a_shared_config_file(tmp_path: Path) 
             f'knobs = ["SGLANG_SM120_MMA_TARGET_CTAS", "{KNOB}"]',
         )
     spec_path.write_text(text)
-    (tmp_path / "decode.yaml").write_text("# both decodes' engine settings\nmax-running-requests: 32\n")
+    yaml = "# both decodes' engine settings\nmax-running-requests: 32\n"
+    (tmp_path / "decode.yaml").write_text(yaml)
     spec, ledger = str(spec_path), str(tmp_path / "ledger.db")
     assert run_cli("up", "-f", spec, "--ledger", ledger, timeout=180).returncode == 0
     try:
