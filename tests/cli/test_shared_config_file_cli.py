@@ -17,18 +17,28 @@ KNOB = "--max-running-requests"
 
 
 @pytest.mark.timeout(420)
-def test_an_arm_reads_back_every_reader_of_a_shared_config_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("own", [None, "8"], ids=["shared", "decode-2-args-env-wins"])
+def test_an_arm_reads_back_every_reader_of_a_shared_config_file(
+    tmp_path: Path, own: str | None
+) -> None:
+    """``own``: decode-2's own ``args_env`` sets the knob too (its command line wins over
+    ``--config``): decode-2 is restarted and read back at that value, never said to run the
+    arm's."""
     spec_path, _ = write_2p2d_spec(tmp_path)
     text = spec_path.read_text()
     for name in ("decode", "decode-2"):
         old = f'env_file = "env/{name}.env"\nknobs = ["SGLANG_SM120_MMA_TARGET_CTAS"]'
         assert text.count(old) == 1, name
+        args_env = 'args_env = "DECODE_ARGS"\n' if own and name == "decode-2" else ""
         text = text.replace(
             old,
-            f'env_file = "env/{name}.env"\nconfig_file = "decode.yaml"\n'
+            f'env_file = "env/{name}.env"\nconfig_file = "decode.yaml"\n{args_env}'
             f'knobs = ["SGLANG_SM120_MMA_TARGET_CTAS", "{KNOB}"]',
         )
     spec_path.write_text(text)
+    if own:
+        env = tmp_path / "env" / "decode-2.env"
+        env.write_text(env.read_text() + f'DECODE_ARGS="{KNOB} {own}"\n')
     yaml = "# both decodes' engine settings\nmax-running-requests: 32\n"
     (tmp_path / "decode.yaml").write_text(yaml)
     spec, ledger = str(spec_path), str(tmp_path / "ledger.db")
@@ -42,9 +52,11 @@ def test_an_arm_reads_back_every_reader_of_a_shared_config_file(tmp_path: Path) 
         assert done.returncode in (0, 1), done.stdout + done.stderr
         assert "restart plan: decode-1 -> decode-2 -> router" in done.stderr, done.stderr
         for value in ("24", "16"):
-            for service in ("decode-1", "decode-2"):
-                said = f"{service} {KNOB}={value}, verified live"
-                assert said in done.stderr, done.stderr
+            assert f"decode-1 {KNOB}={value}, verified live" in done.stderr, done.stderr
+            said = f"decode-2 {KNOB}={own or value}, verified live"
+            assert said in done.stderr, done.stderr
+        if own:
+            assert f"decode-2 {KNOB}=24" not in done.stderr, done.stderr
         assert "max-running-requests: 32" in (tmp_path / "decode.yaml").read_text()
         done = run_cli("verify", "-f", spec, "--ledger", ledger, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
