@@ -127,7 +127,8 @@ def test_a_second_ctrl_c_during_the_restore_says_what_really_runs(
             put = doc["put_back"]
             assert put["interrupted"] is True and put["ok"] is False
             still = [] if not candidate else [
-                {"service": "decode", "knob": DEFAULT_KNOB, "live": diff.live, "file": FOUND}
+                {"service": "decode", "knob": DEFAULT_KNOB, "live": diff.live, "file": FOUND,
+                 "read": True}
             ]  # fmt: skip
             assert put["still_live"] == still
             if doc["recovery"] is not None:  # what it says to run puts it back

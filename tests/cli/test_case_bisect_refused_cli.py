@@ -95,7 +95,7 @@ def test_a_secret_knobs_change_is_recorded_masked(setup: tuple[Path, Path, str])
     # its values were not recorded: it cannot be resumed (it would set ``***``)
     resumed = run_cli("case", "bisect", cid, "--resume", "-f", str(spec), "--ledger", str(ledger))
     assert resumed.returncode == 2, resumed.stderr + resumed.stdout
-    assert f"values of {TOKEN} were recorded masked" in resumed.stderr
+    assert f"values of decode:{TOKEN} were recorded masked" in resumed.stderr
     assert _events(ledger, cid) == doc["events"]
 
 

@@ -61,10 +61,27 @@ def test_a_service_still_running_another_value_is_named_with_both_values_and_the
     )
     doc = encode(left)
     assert doc["still_live"] == [{"service": "decode", "knob": KNOB.knob, "live": "1024",
-                                  "file": "512"}]  # fmt: skip
+                                  "file": "512", "read": True}]  # fmt: skip
     assert doc["recovery"] == "servelab restart -f s.toml decode" and doc["ok"] is False
     secret = encode(replace(left, still_live=(StillLive("decode", "HF_TOKEN", "hf_x1", None),)))
     assert secret["still_live"][0]["live"] == "***"
+
+
+def test_a_value_not_read_back_is_never_said_to_be_running() -> None:
+    """22nd pass: a router (its command line written over, its policy not reported yet) was said
+    "router: still running --policy=unset", a value nobody read."""
+    unread = StillLive("router", "--policy", None, "round_robin", read=False)
+    fix = ("servelab", "restart", "-f", "s.toml", "router")
+    left = PutBack(recovery=fix, interrupted=True, still_live=(unread,))
+    for text in (render_put_back(left), after_failure(replace(left, interrupted=False, error="x"))):
+        assert (
+            "router: --policy not read back (its process hides it and has not reported it " in text
+        )
+        assert "not known to be as its file (file: round_robin)" in text
+        assert "still running" not in text and "unset" not in text, text
+        assert "put back with: servelab restart -f s.toml router" in text
+    assert encode(left)["still_live"][0] == {"service": "router", "knob": "--policy", "live": None,
+                                             "file": "round_robin", "read": False}  # fmt: skip
 
 
 def test_a_failures_put_back_a_signal_came_during_says_the_failure_first() -> None:

@@ -134,7 +134,8 @@ def test_a_bisection_reads_as_its_changes_probes_verdicts_and_resolve_line() -> 
     )
     lines = bisect_lines(outcome)
     assert lines[0] == "  changes (verify:2 → now):"
-    assert "  probe 1: the good state with --enable-metrics=on: GOOD after 1 round(s)" in lines[3]
+    probe_line = "  probe 1: the good state with decode:--enable-metrics=on: GOOD after 1 round(s)"
+    assert probe_line in lines[3]
     assert lines[-1] == ("  resolve with: servelab case resolve 3 --root-cause ... --convict "
                          "knob:decode/SGLANG_SM120_MLA_KV_TILE --exonerate "
                          "knob:decode/--enable-metrics")  # fmt: skip

@@ -9,9 +9,10 @@ What ``ab``, ``tune`` and ``case bisect`` share (each visit of an arm is one cal
   live, pair and e2e
   layers of ``verify`` (e2e also pays the cold first request, which would otherwise land in the
   measurement) and each value read back from the process (``/proc/PID/environ``, or
-  ``/proc/PID/cmdline`` for an argument knob), an env knob's from each service that reads
-  its env file too (:func:`~servelab.ops.sharedfile.file_readers`). An arm that is not live is
-  not measured: a
+  ``/proc/PID/cmdline`` for an argument knob), and from each service that reads the file it was
+  written to too, whatever its kind (an ``env_file``, a ``config_file`` two decodes read with
+  ``--config``, an ``args_env`` variable they both expand:
+  :func:`~servelab.ops.sharedfile.file_readers`). An arm that is not live is not measured: a
   :class:`~servelab.errors.BenchError` says which layer or value disagreed. A bisection's arms
   skip the e2e layer: an arm may be the broken state itself, and its test exercises the path.
   A pair the pair layer fails (its engines disagree on what the KV hand-off needs, or a field is
@@ -56,7 +57,7 @@ from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
-from servelab.ops.knob import live_knob, set_knob
+from servelab.ops.knob import get_knob, live_knob, set_knob
 from servelab.ops.sharedfile import file_readers
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
@@ -116,15 +117,20 @@ async def make_live(
     e2e check failed by ``e2e.answers_changed`` alone does not make the arm not live: its
     answers differ, which is what the test measures. ``e2e_options``: the e2e layer's (None:
     verify's defaults)."""
-    shared: list[Setting] = []  # the same env knob as another service reading its file has it
+    shared: list[Setting] = []  # the same knob as another service reading its file has it
+    readers: list[str] = []
     for s in settings:
         change = await set_knob(op, s.service, s.knob, s.value, reason=reason)
-        if change.place == "env_file":
-            readers = await file_readers(op, s.service, change.env_file, change.place)
-            shared += [Setting(other, s.knob, s.value) for other in readers]
+        # every other reader of the file it was written to, whatever its kind (restarted and
+        # verified with it), read back at the value its own files give it (one whose args_env
+        # sets the knob too runs with that one) when it declares the knob
+        for other in await file_readers(op, s.service, change.env_file, change.place):
+            readers.append(other)
+            if s.knob in op.spec.service(other).knobs:
+                shared.append(Setting(other, s.knob, await get_knob(op, other, s.knob)))
     known = {(s.service, s.knob) for s in settings}
     shared = [s for s in dict.fromkeys(shared) if (s.service, s.knob) not in known]
-    services = list(dict.fromkeys(s.service for s in [*settings, *shared]))
+    services = list(dict.fromkeys([*(s.service for s in [*settings, *shared]), *readers]))
     report = await restart(op, services, verify_after=False)
     if not report.ok:
         failed = [s.service for s in report.steps if not s.ok]

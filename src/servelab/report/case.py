@@ -324,8 +324,14 @@ def _change(change: Change) -> str:
     return f"{change.service} {change.knob} {good} → {bad}"
 
 
+def _named(change: Change) -> str:
+    """A change's knob with its service (``decode:KNOB``): two services may have a knob of one
+    name, and the ledger knows whose each change is."""
+    return f"{change.service}:{change.knob}"
+
+
 def _applied(changes: tuple[Change, ...], indices: tuple[int, ...]) -> str:
-    picked = [f"{changes[i].knob}={show_value(mask(changes[i].knob, changes[i].bad))}"
+    picked = [f"{_named(changes[i])}={show_value(mask(changes[i].knob, changes[i].bad))}"
               for i in indices]  # fmt: skip
     return ", ".join(picked) or "no change"
 
@@ -345,7 +351,7 @@ def _found(result: Bisected) -> str:
     guilty = "; ".join(_change(c) for c in result.changes) or "none"
     if result.minimal:
         return f"guilty {guilty}"
-    unproven = ", ".join(result.changes[result.indices.index(i)].knob for i in result.unproven
+    unproven = ", ".join(_named(result.changes[result.indices.index(i)]) for i in result.unproven
                          if i in result.indices)  # fmt: skip
     return (
         f"not proven: bad with {guilty}, but {unproven} not shown needed (removing it was "

@@ -25,8 +25,12 @@ def _knobs(knobs: tuple[KnobBack, ...]) -> str:
 
 
 def _still(still: StillLive) -> str:
-    """A service still running another value than its file's."""
+    """A service still running another value than its file's; or, its value unread (a router's
+    command line written over, no report of it yet), only what was checked: never a value."""
     live, file = (_value(mask(still.knob, v)) for v in (still.live, still.file))
+    if not still.read:
+        return (f"{still.service}: {still.knob} not read back (its process hides it and has not "
+                f"reported it yet), so not known to be as its file (file: {file})")  # fmt: skip
     return f"{still.service}: still running {still.knob}={live} (file: {file})"
 
 

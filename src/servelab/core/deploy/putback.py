@@ -43,7 +43,10 @@ class KnobBack:
 @dataclass(frozen=True)
 class StillLive:
     """``service`` still runs with ``knob`` at ``live``, another value than its file's (``file``;
-    None: unset), as ``knob diff`` reads them: a put-back cut before it co-restarted it."""
+    None: unset), as ``knob diff`` reads them: a put-back cut before it co-restarted it.
+    ``read`` False: what it runs with could not be read (a router writes over its command line
+    and environment, and had not reported the value yet): ``live`` is then None, unknown, never
+    a value it was seen to run with, and a restart applies the file to be sure."""
 
     _masked = masked_serializer("knob", "live", "file")
 
@@ -51,6 +54,7 @@ class StillLive:
     knob: str
     live: str | None
     file: str | None
+    read: bool = True
 
 
 @dataclass(frozen=True)

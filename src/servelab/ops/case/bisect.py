@@ -80,6 +80,7 @@ from servelab.ops.soak.soak import soak
 __all__ = [
     "BisectConfig",
     "BisectOutcome",
+    "change_label",
     "resume_bisect",
     "run_bisect",
     "unfinished",
@@ -224,14 +225,14 @@ async def _visit(
                                elapsed_s=round(time.monotonic() - started, 3))  # fmt: skip
 
 
-def _label(change: Change) -> str:
+def change_label(change: Change) -> str:
     """A change as a probe's progress and its runs' labels name it (its value masked by the
     redaction policy)."""
-    return f"{change.knob}={mask(change.knob, change.bad)}"
+    return f"{change.service}:{change.knob}={mask(change.knob, change.bad)}"
 
 
 def _labels(changes: Sequence[Change], indices: Sequence[int]) -> str:
-    return ", ".join(_label(changes[i]) for i in indices) or "no change"
+    return ", ".join(change_label(changes[i]) for i in indices) or "no change"
 
 
 def _tally(visits: Sequence[ProbeVisit], arm: str) -> ArmTally:
@@ -242,7 +243,7 @@ def _tally(visits: Sequence[ProbeVisit], arm: str) -> ArmTally:
 async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> ProbeRecord:
     """Round after round until the probe is decided or its rounds run out."""
     start, started = run.start, time.monotonic()
-    labels = tuple(_label(c) for c in step.changes)
+    labels = tuple(change_label(c) for c in step.changes)
     op.say(ProbeStarted(number, labels))
     visits: list[ProbeVisit] = []
     outcome, load = None, None
@@ -423,7 +424,7 @@ async def resume_bisect(
     if found is None:
         raise CaseError(f"case {case_id} has no unfinished bisection to resume")
     bisect_id, start, probes = found
-    hidden = [c.knob for c in start.changes if REDACTED in f"{c.good}{c.bad}"]
+    hidden = [f"{c.service}:{c.knob}" for c in start.changes if REDACTED in f"{c.good}{c.bad}"]
     if hidden:
         raise CaseError(
             f"bisection {bisect_id}'s values of {', '.join(hidden)} were recorded masked (a "

@@ -20,8 +20,10 @@ raised in the middle of a write), and the result names exactly the services left
 command that brings them back (``servelab up -f SPEC``), as an interrupted ``restart`` does.
 What is down, and which knob a running service still holds at another value than its file
 (the value of the step that was cut: an A/B's candidate), is then read from the services and
-their processes as ``knob diff`` reads them, never assumed from the step the signal cut; a
-service still running another value is put back with ``servelab restart -f SPEC SERVICE``.
+their processes as ``knob diff`` reads them, never assumed from the step the signal cut
+(:func:`still_live`: a router, its command line written over, by what it reports it routes
+with, and, when it has not reported that yet, said not read back, never a value); a service
+still running another value is put back with ``servelab restart -f SPEC SERVICE``.
 
 A put-back a failure started (``failure``: an arm's restart that did not come up, a value the
 engine refused) follows the same rule: no signal has stopped the command yet, so the first one
@@ -45,9 +47,11 @@ from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.deploy.spec import start_order
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knob import OFF, KnobKind, same_value
+from servelab.core.knobs.contract import KnobDiff
+from servelab.core.knobs.places import LiveSource
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import DeployError, ServelabError
-from servelab.ops.arguments import argument_knob
+from servelab.ops.arguments import argument_knob, engine_arguments, live_argument
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.deploy.results import DeployInterrupted
@@ -56,7 +60,7 @@ from servelab.ops.deploy.settle import settle
 from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, live_knob, not_as_file, set_knob
 
-__all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back"]
+__all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back", "still_live"]
 
 #: The reason recorded with each knob written back.
 REASON = "put back as found: the command was stopped by a signal"
@@ -279,11 +283,8 @@ class _PutBack:
         down = set(await self._not_ready(looked))
         still: list[StillLive] = []
         for name in looked:
-            if name in down or not self.op.spec.service(name).knobs:
-                continue
-            with contextlib.suppress(ServelabError):
-                still += [StillLive(name, d.name, d.live, d.file)
-                          for d in await not_as_file(self.op, name)]  # fmt: skip
+            if name not in down:
+                still += await still_live(self.op, name)
         return down, tuple(still)
 
     async def _verified(self) -> bool:
@@ -309,3 +310,34 @@ class _PutBack:
         with contextlib.suppress(ServelabError):
             return await get_knob(self.op, knob.service, knob.knob) == knob.value
         return False
+
+
+async def still_live(op: Operation, service: str) -> list[StillLive]:
+    """The declared knobs running ``service`` holds at another value than its file, as ``knob
+    diff`` reads them, saying only what was read: a router writes over its command line and
+    environment (``sglang::router``), so a value not found there is not "unset": an argument
+    is read from what the router reports it runs with (its policy), and one it has not
+    reported (yet) is :attr:`~servelab.core.deploy.putback.StillLive.read` False, never a value.
+    Empty when it runs as its files say, is not running, or cannot be read at all."""
+    with contextlib.suppress(ServelabError):
+        return [s for d in await not_as_file(op, service)
+                if (s := await _as_read(op, service, d)) is not None]  # fmt: skip
+    return []
+
+
+async def _as_read(op: Operation, service: str, diff: KnobDiff) -> StillLive | None:
+    """``diff`` as far as it was read (None: the router reports the file's value)."""
+    if op.spec.service(service).role != "router" or diff.live is not None:
+        return StillLive(service, diff.name, diff.live, diff.file)
+    knob = argument_knob(op, diff.name)
+    if not knob.is_env:
+        _, live = await live_argument(op, service, [knob])
+        got = live.get(knob.name)
+        if got is not None and got.source is not LiveSource.DEFAULT:  # its argv was read
+            return StillLive(service, diff.name, diff.live, diff.file)
+    said = (await engine_arguments(op, service, [knob]))[knob.name]
+    if not said.known:
+        return StillLive(service, diff.name, None, diff.file, read=False)
+    if same_value(said.value, diff.file):
+        return None
+    return StillLive(service, diff.name, said.value, diff.file)

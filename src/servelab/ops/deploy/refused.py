@@ -40,7 +40,8 @@ def _tail(put: PutBack) -> str:
         parts.append(f"not back in its file: {_knobs((knob,))}; put it back with: "
                      f"{shlex.join(fix)}")  # fmt: skip
     if put.still_live:
-        parts += [f"{s.service} still runs {s.knob} at another value than its file"
+        parts += [f"{s.service} still runs {s.knob} at another value than its file" if s.read
+                  else f"{s.service}'s {s.knob} not read back, not known to be as its file"
                   for s in put.still_live]  # fmt: skip
         parts += [f"down: {', '.join(put.down)}"] if put.down else []
         parts.append(f"apply the files with: {shlex.join(put.recovery)}")
