@@ -19,12 +19,15 @@ from typing import Any
 
 import pytest
 
-from servelab.core.case.bisect import Change
+from servelab.core.case.bisect import Change, ProbeOutcome
 from servelab.core.case.bisectevents import BisectPlanned
-from servelab.core.case.probe import parse_probe_test
+from servelab.core.case.probe import BisectRecord, ProbeRecord, parse_probe_test
+from servelab.core.case.record import CaseEvent
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.case.bisect import BisectConfig, run_bisect
@@ -109,3 +112,24 @@ def test_a_knob_changed_twice_is_refused_before_recording(setup: tuple[Path, Pat
     assert f"decode/{TOKEN} is changed twice" in done.stderr
     assert _events(ledger, cid) == before
     assert "hunter" not in done.stderr + done.stdout
+
+
+def test_a_bisection_that_did_not_probe_the_good_state_first_is_not_resumed(
+    setup: tuple[Path, Path, str],
+) -> None:
+    """An unfinished bisection an older servelab recorded (its first probe ddmin's, the good state
+    never probed): resuming it would convict on the old assumption; refused, exit 2, nothing
+    recorded (issue 38)."""
+    spec, ledger, cid = setup
+    changes = (Change("decode", DEFAULT_KNOB, "512", "256"), Change("decode", "OTHER", None, "1"))
+    start = BisectRecord(int(cid), changes, parse_probe_test("soak"), runs=1)
+    with Ledger.open(ledger) as led:
+        bisect_id = led.add(CaseEvent(at=NOW, case_id=int(cid), kind=BisectRecord.KIND,
+                                      detail=encode(start)))  # fmt: skip
+        probe = ProbeRecord(int(cid), bisect_id, 1, (0,), ProbeOutcome.GOOD, 1)
+        led.add(CaseEvent(at=NOW, case_id=int(cid), kind=ProbeRecord.KIND, detail=encode(probe)))
+    before = _events(ledger, cid)
+    done = run_cli("case", "bisect", cid, "--resume", "-f", str(spec), "--ledger", str(ledger))
+    assert done.returncode == 2, done.stderr + done.stdout
+    assert f"bisection {bisect_id} did not probe the good state first" in done.stderr
+    assert _events(ledger, cid) == before

@@ -39,7 +39,7 @@ from tests.support.putbacks import (
 )
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
-#: A second declared knob (unset): a bisection needs two changes to probe anything.
+#: A second declared knob (unset), changed in the bisection beside the first.
 JIT = "SGLANG_ENABLE_JIT_DEEPGEMM"
 
 

@@ -26,6 +26,8 @@ from servelab.report.case import (
 )
 from servelab.report.progress import describe_progress
 
+GOOD, BAD, UNDECIDED = ProbeOutcome.GOOD, ProbeOutcome.BAD, ProbeOutcome.UNDECIDED
+
 CHANGES = (Change("decode", "SGLANG_SM120_MLA_KV_TILE", None, "16"),
            Change("decode", "--enable-metrics", "off", "on"),
            Change("decode", "SGLANG_X", None, "1"))  # fmt: skip
@@ -101,3 +103,26 @@ def test_every_line_of_a_bisection_names_the_service_of_each_change() -> None:
     assert said == (f"probe 2: the good state with decode:{TWIN}=384, decode:--enable-metrics=on "
                     "against the bad state")  # fmt: skip
     assert _unnamed(said) == []
+
+
+def test_a_good_state_not_probed_good_convicts_nothing_and_says_why() -> None:
+    """Issue 38: the good state's probe (the first) not good: no change named, no verdict, and the
+    reason (not these changes / did not reproduce / not proven), the timeline's line alike; an
+    older record (no ``reproduced``, no ``good_state``) reads as it did."""
+    start = BisectRecord(3, CHANGES, rounds=3)
+    cases = [(BAD, None, "fails without any of the changes: not these changes"),
+             (UNDECIDED, False, "did not reproduce: the bad state never failed the test"),
+             (UNDECIDED, True, "not proven: the bad state was not shown to fail more")]  # fmt: skip
+    for good_state, reproduced, why in cases:
+        result = Bisected((), (), False, (), 1, int(good_state is UNDECIDED), good_state=good_state)
+        assert bisect_verdicts(CHANGES, result) == ()
+        end = BisectConclusion(3, 40, result, (), 2, 9.0, reproduced)
+        line = describe_bisected(start, end)
+        assert line.startswith(f"case bisect: {why}") and "after 1 probe(s) over 3" in line
+        assert "guilty" not in line and "nothing convicted" in line
+        event = describe_bisect_event(decode(BisectConclusion, encode(end)))
+        assert event.startswith(f"bisected: {why}")
+    old = encode(_end(Bisected((1,), CHANGES[1:2], True, (), 2, 0))[1])
+    assert "reproduced" not in old and old["result"]["good_state"] == "good"
+    del old["result"]["good_state"]
+    assert decode(BisectConclusion, old).result.good_state is GOOD

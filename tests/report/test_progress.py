@@ -224,6 +224,7 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (BisectResumed(2, 2), "resuming the bisection of case 2: 2 probe(s) kept"),
     (ProbeStarted(1, (f"{K}=256", "--enable-metrics=on")),
      f"probe 1: the good state with {K}=256, --enable-metrics=on against the bad state"),
+    (ProbeStarted(1, ()), "probe 1: the good state (no change applied) against the bad state"),
     (ProbeDecided(1, "good", 1, 0, 12, 12, 12, 1.9e-6),
      "probe 1: GOOD after 1 round(s): 0/12 failed with the probe, 12/12 in the bad state, "
      "p = 1.9e-06"),

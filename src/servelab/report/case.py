@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
-from servelab.core.case.bisect import Bisected, Change
+from servelab.core.case.bisect import Bisected, Change, ProbeOutcome
 from servelab.core.case.contract import RestoreAdvice, RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
@@ -359,10 +359,30 @@ def _found(result: Bisected) -> str:
     )
 
 
+def _not_found(conclusion: BisectConclusion) -> str | None:
+    """Why nothing is guilty when the good state's probe was not good (None: it was)."""
+    if conclusion.result.good_state is ProbeOutcome.GOOD:
+        return None
+    if conclusion.result.good_state is ProbeOutcome.BAD:
+        return "fails without any of the changes: not these changes (nothing convicted)"
+    if conclusion.reproduced is False:
+        return "did not reproduce: the bad state never failed the test (nothing convicted)"
+    return (
+        "not proven: the bad state was not shown to fail more than the good state (its probe "
+        "undecided; nothing convicted)"
+    )
+
+
 def describe_bisected(start: BisectRecord, conclusion: BisectConclusion) -> str:
-    """One line: the guilty changes (or, not shown 1-minimal, "not proven") and what finding
-    them took."""
+    """One line: the guilty changes (or, not shown 1-minimal, "not proven"; the good state not
+    probed good, why nothing is guilty) and what finding them took."""
     result = conclusion.result
+    why = _not_found(conclusion)
+    if why is not None:
+        return (
+            f"case bisect: {why}, after {result.probes} probe(s) over {len(start.changes)} "
+            f"change(s) ({conclusion.visits} visits, {conclusion.elapsed_s:.0f} s)"
+        )
     shown = "1-minimal" if result.minimal else "not shown minimal: an undecided probe"
     return (
         f"case bisect: {_found(result)} ({shown}), found in {result.probes} "
@@ -420,6 +440,8 @@ def describe_bisect_event(event: BisectRecord | ProbeRecord | BisectConclusion) 
                 f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
             )
         case BisectConclusion() as end:
-            return f"bisected: {_found(end.result)} in {end.result.probes} probe(s)"
+            return (
+                f"bisected: {_not_found(end) or _found(end.result)} in {end.result.probes} probe(s)"
+            )
         case _:
             assert_never(event)

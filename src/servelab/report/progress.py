@@ -345,7 +345,8 @@ def _bisect(event: BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided) 
         case BisectResumed(case_id=cid, probes=probes):
             return f"resuming the bisection of case {cid}: {probes} probe(s) kept"
         case ProbeStarted(number=number, changes=changes):
-            return f"probe {number}: the good state with {', '.join(changes)} against the bad state"
+            applied = f"with {', '.join(changes)}" if changes else "(no change applied)"
+            return f"probe {number}: the good state {applied} against the bad state"
         case ProbeDecided():
             e = event
             return (f"probe {e.number}: {e.outcome.upper()} after {e.rounds} round(s): "

@@ -21,6 +21,7 @@ from servelab.core.case.bisect import (
     record_probe,
     start_bisect,
 )
+from servelab.core.case.probe import bisect_verdicts
 from servelab.core.ledger.codec import decode, encode
 
 GOOD, BAD, UNDECIDED = ProbeOutcome.GOOD, ProbeOutcome.BAD, ProbeOutcome.UNDECIDED
@@ -47,24 +48,30 @@ def _run(n: int, test: Test) -> tuple[Bisected, BisectState]:
     raise AssertionError("the planner did not finish")
 
 
+def _ddmin(state: BisectState) -> tuple[Probe, ...]:
+    """ddmin's probes: those after the first, the good state's (probed good)."""
+    assert state.probes[0] == Probe((), GOOD)
+    return state.probes[1:]
+
+
 @pytest.mark.parametrize("guilty", range(6))
 def test_one_guilty_change_of_six_is_found_in_fewer_than_six_probes(guilty: int) -> None:
     found, state = _run(6, _guilty({guilty}))
     assert found.indices == (guilty,) and found.changes == (state.changes[guilty],)
     assert found.minimal and found.unproven == () and found.undecided == 0
-    assert found.probes == len(state.probes) <= 5
+    assert found.probes == len(state.probes) and len(_ddmin(state)) <= 5
 
 
 def test_the_probe_counts_of_every_single_guilty_change_of_six() -> None:
-    counts = [_run(6, _guilty({g}))[0].probes for g in range(6)]
+    counts = [_run(6, _guilty({g}))[0].probes - 1 for g in range(6)]  # ddmin's, after the good
     assert counts == [3, 4, 3, 4, 5, 4]  # the report's table; trying each alone takes 6
 
 
 @pytest.mark.parametrize("pair", list(combinations(range(6), 2)))
 def test_a_pair_guilty_only_together_is_found_as_the_pair(pair: tuple[int, int]) -> None:
-    found, _ = _run(6, _guilty(set(pair)))
+    found, state = _run(6, _guilty(set(pair)))
     assert found.indices == pair and found.minimal
-    assert found.probes <= 18  # trying every single change and every pair would take 21
+    assert len(_ddmin(state)) <= 18  # trying every single change and every pair would take 21
 
 
 def test_the_paths_subset_complement_finer_and_done() -> None:
@@ -72,17 +79,18 @@ def test_the_paths_subset_complement_finer_and_done() -> None:
     complements reduce (to {0,1,3,4,5}, then {0,1,3,4}, {1,3,4}, {1,4}) with finer splits
     between; no set is probed twice."""
     found, state = _run(6, _guilty({1, 4}))
-    probes = [(p.changes, p.outcome) for p in state.probes]
+    probes = [(p.changes, p.outcome) for p in _ddmin(state)]
     assert probes[:2] == [((0, 1, 2), GOOD), ((3, 4, 5), GOOD)]  # g = 2: no half alone
     assert [c for c, _ in probes[2:6]] == [(0, 1), (2,), (3, 4), (5,)]  # g = 4: finer
     assert [c for c, o in probes if o is BAD] == [(0, 1, 3, 4, 5), (0, 1, 3, 4), (1, 3, 4),
                                                   (1, 4)]  # fmt: skip
-    assert found.indices == (1, 4) and found.probes == 16
+    assert found.indices == (1, 4) and found.probes == 1 + 16
 
 
-def test_a_single_change_is_guilty_without_a_probe() -> None:
+def test_a_single_change_is_guilty_without_a_ddmin_probe() -> None:
+    """Only the good state's probe (issue 38: it was none, and a change was convicted unseen)."""
     found, state = _run(1, _guilty({0}))
-    assert found.indices == (0,) and found.probes == 0 and found.minimal and not state.probes
+    assert found.indices == (0,) and found.probes == 1 and found.minimal and not _ddmin(state)
 
 
 def test_an_undecided_part_reduces_nothing_and_the_search_goes_on() -> None:
@@ -92,7 +100,7 @@ def test_an_undecided_part_reduces_nothing_and_the_search_goes_on() -> None:
         return UNDECIDED if probe == {0, 1, 2} else _guilty({4})(probe)
 
     found, state = _run(6, test)
-    assert state.probes[0] == Probe((0, 1, 2), UNDECIDED)
+    assert _ddmin(state)[0] == Probe((0, 1, 2), UNDECIDED)
     assert found.indices == (4,) and found.minimal and found.undecided == 1
 
 
@@ -104,7 +112,7 @@ def test_an_undecided_complement_is_skipped_for_the_next_one() -> None:
         return UNDECIDED if probe == {0, 1, 3, 4, 5} else _guilty({1, 4})(probe)
 
     found, state = _run(6, test)
-    probes = [(p.changes, p.outcome) for p in state.probes]
+    probes = [(p.changes, p.outcome) for p in _ddmin(state)]
     assert probes[6:9] == [((2, 3, 4, 5), GOOD), ((0, 1, 3, 4, 5), UNDECIDED),
                            ((0, 1, 2, 5), GOOD)]  # fmt: skip
     assert probes[9] == ((0, 1, 2, 3, 4), BAD)
@@ -119,7 +127,7 @@ def test_an_undecided_removal_leaves_the_change_unproven() -> None:
         return UNDECIDED if probe == {2} else _guilty({2})(probe)
 
     found, state = _run(4, test)
-    assert [p.changes for p in state.probes] == [(0, 1), (2, 3), (2,), (3,)]
+    assert [p.changes for p in _ddmin(state)] == [(0, 1), (2, 3), (2,), (3,)]
     assert found.indices == (2, 3)
     assert not found.minimal and found.unproven == (3,)
 
@@ -173,7 +181,7 @@ def _check_one_minimal(found: Bisected, state: BisectState, test: Test) -> None:
     n = len(state.changes)
     probed = [frozenset(p.changes) for p in state.probes]
     assert len(set(probed)) == len(probed), "a subset was probed twice"
-    assert frozenset() not in probed and frozenset(range(n)) not in probed
+    assert probed[0] == frozenset() and frozenset(range(n)) not in probed
     guilty = frozenset(found.indices)
     assert guilty == frozenset(range(n)) or test(guilty) is BAD
     assert set(found.unproven) <= guilty and found.minimal == (not found.unproven)
@@ -210,3 +218,40 @@ def test_property_with_undecided_probes_and_changes_that_cure() -> None:
         test = _random_test(rng, n)
         found, state = _run(n, test)
         _check_one_minimal(found, state, test)
+
+
+# -- the good and the bad state probed first (issue 38, the twenty-first pass) -----------------
+
+
+def test_the_good_state_is_probed_first_against_the_bad_state() -> None:
+    """The first probe applies no change (the good state, against the bad one as every probe):
+    nothing is convicted before the failure is seen in the bad state and not without the changes."""
+    step = next_step(start_bisect(_changes(3)))
+    assert isinstance(step, NextProbe) and step.indices == () and step.changes == ()
+
+
+def test_a_test_that_never_fails_convicts_nothing() -> None:
+    """The repro: one change, a test that never fails (``throughput@C8<1``): the good state's
+    probe is undecided (the bad state never failed), and nothing is guilty."""
+    for n in (1, 2, 6):
+        found, state = _run(n, lambda probe: UNDECIDED)
+        assert state.probes == (Probe((), UNDECIDED),)
+        assert found.indices == () and found.changes == () and not found.minimal
+        assert found.good_state is UNDECIDED and found.probes == 1 and found.undecided == 1
+
+
+def test_a_test_that_always_fails_convicts_nothing() -> None:
+    """A test that fails in every state (``throughput@C8>1``): the good state fails like the bad
+    one, so these changes are not the cause; nothing is guilty and no verdict is given."""
+    for n in (1, 2, 6):
+        found, state = _run(n, lambda probe: BAD)
+        assert state.probes == (Probe((), BAD),)
+        assert found.indices == () and not found.minimal and found.good_state is BAD
+        assert bisect_verdicts(state.changes, found) == ()
+
+
+def test_a_single_change_is_convicted_only_after_the_good_state_passed() -> None:
+    found, state = _run(1, _guilty({0}))
+    assert state.probes == (Probe((), GOOD),)
+    assert found.indices == (0,) and found.minimal and found.good_state is GOOD
+    assert bisect_verdicts(state.changes, found) == (("knob:decode/KNOB_0", "convicted"),)

@@ -21,8 +21,15 @@ needs one set of changes together (a single change, or two guilty only together)
 others neither causes nor cures it, that is exactly the set; when several sets cause it each on
 its own, it is one of them. A pair guilty only together is found as the pair: when the split
 parts it, no part alone is bad but a complement holding both is (step 2). No subset is probed
-twice; the empty set is the good state and the full set the bad one, neither probed. Six
-changes with one guilty take at most 5 probes (trying each alone takes 6).
+twice. Six changes with one guilty take at most 5 probes of ddmin (trying each alone takes 6).
+
+**The good and the bad state first** (issue 38): before ddmin, the first probe applies no change
+(the empty set: the good state), against the bad state (every change: the arm of every probe).
+Only when it is ``good`` — the bad state failed, and significantly more than the good one — does
+ddmin run; else nothing is guilty and the result says why (``good_state``): ``bad``, the good
+state fails like the bad one (not these changes); ``undecided``, the failure was not shown to
+come with the changes (the bad state did not fail, or not clearly more). A conviction thus always
+rests on the bad state seen failing and, a single change, the state without it seen passing.
 
 **An undecided probe** is ddmin's "unresolved" outcome: it reduces nothing, and the search goes
 on with the next part or complement (it is not repeated: the experiment behind it already spent
@@ -110,7 +117,9 @@ class NextProbe:
 @dataclass(frozen=True, slots=True)
 class Bisected:
     """The guilty changes (indices, and the changes), whether they are shown 1-minimal, the
-    guilty changes whose removal was probed undecided, and what it took."""
+    guilty changes whose removal was probed undecided, what it took, and the good state's
+    outcome against the bad one (not ``good``: nothing guilty; a result recorded before the good
+    state was probed reads ``good``, as it was assumed then)."""
 
     indices: tuple[int, ...]
     changes: tuple[Change, ...]
@@ -119,6 +128,7 @@ class Bisected:
     probes: int
     undecided: int
     method: str = METHOD
+    good_state: ProbeOutcome = ProbeOutcome.GOOD
 
 
 Step = NextProbe | Bisected
@@ -141,8 +151,7 @@ def _split(items: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
 
 def _known(state: BisectState) -> dict[frozenset[int], ProbeOutcome]:
     known = {frozenset(p.changes): p.outcome for p in state.probes}
-    known[frozenset()] = ProbeOutcome.GOOD
-    known[frozenset(range(len(state.changes)))] = ProbeOutcome.BAD
+    known[frozenset(range(len(state.changes)))] = ProbeOutcome.BAD  # every probe's other arm
     return known
 
 
@@ -176,12 +185,17 @@ def _ddmin(n: int, known: Mapping[frozenset[int], ProbeOutcome]) -> tuple[tuple[
 def next_step(state: BisectState) -> Step:
     """The next probe to run, or the result when the search is done."""
     known = _known(state)
+    good_state = known.get(frozenset())
+    if good_state is None:
+        return NextProbe((), ())  # the good state against the bad one, before anything else
+    undecided = sum(p.outcome is ProbeOutcome.UNDECIDED for p in state.probes)
+    if good_state is not ProbeOutcome.GOOD:
+        return Bisected((), (), False, (), len(state.probes), undecided, good_state=good_state)
     subset, done = _ddmin(len(state.changes), known)
     picked = tuple(state.changes[i] for i in subset)
     if not done:
         return NextProbe(subset, picked)
     unproven = tuple(c for c in subset if known[frozenset(subset) - {c}] is not ProbeOutcome.GOOD)
-    undecided = sum(p.outcome is ProbeOutcome.UNDECIDED for p in state.probes)
     return Bisected(subset, picked, not unproven, unproven, len(state.probes), undecided)
 
 

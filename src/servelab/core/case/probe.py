@@ -36,6 +36,8 @@ rule), ``probe`` when each probe ends (:class:`ProbeRecord`), ``bisected`` at th
 is ``convicted``; a change outside the guilty set is ``exonerated``: the guilty set alone, without
 it, was probed bad, so reverting it does not cure the failure (adding changes to a bad set is
 assumed to keep it bad, as ddmin assumes). A guilty change whose removal was undecided gets none.
+None at all when the good state's probe (the first) was not good: the bisection did not show
+the failure coming with the changes (:mod:`servelab.core.case.bisect`).
 """
 
 from __future__ import annotations
@@ -274,6 +276,9 @@ class BisectConclusion:
     verdicts: tuple[tuple[str, str], ...] = ()
     visits: int = 0
     elapsed_s: float = 0.0
+    #: whether the bad state failed in the good state's probe (the first); None: recorded before
+    #: the good state was probed (then not stored)
+    reproduced: Omitted[bool] = None
 
 
 def change_target(change: Change) -> str:
@@ -283,6 +288,8 @@ def change_target(change: Change) -> str:
 
 def bisect_verdicts(changes: Sequence[Change], result: Bisected) -> tuple[tuple[str, str], ...]:
     """What ``result`` supports (see the module docstring): ``(target, verdict)`` per change."""
+    if result.good_state is not ProbeOutcome.GOOD:
+        return ()  # the failure not shown to come with the changes: no verdict either way
     guilty = set(result.indices)
     out = []
     for i, change in enumerate(changes):

@@ -2,10 +2,11 @@
 
 The changes come from two points of the ledger (:func:`servelab.ops.case.changes.find_changes`:
 ``now``, a time, ``verify:ID``, ``backup:PATH``), every declared knob whose value differs between
-them, or are listed. The search is ddmin (:mod:`servelab.core.case.bisect`); each probe is a
-controlled experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with some
-of the changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted and
-proven live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then
+them, or are listed. The search is ddmin (:mod:`servelab.core.case.bisect`) after a first probe
+of the good state (no change applied) that must come out good for anything to be guilty. A probe
+is a controlled experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with
+some of the changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted
+and proven live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then
 tested: the case's failing soak replayed (``soak``, as ``case test`` replays it:
 :func:`servelab.ops.case.experiment.failing_workload`), or bench runs through the router against a
 threshold. The knob changes a visit makes are recorded, not under the case (the case's restore plan
@@ -285,9 +286,11 @@ def _conclude(
     ledger: Ledger, run: _Run, result: Bisected, probes: Sequence[ProbeRecord]
 ) -> tuple[BisectConclusion, int, int]:
     start = run.start
+    first = probes[0] if probes and probes[0].changes == () else None  # the good state's probe
     conclusion = BisectConclusion(
         start.case_id, run.bisect_id, result, bisect_verdicts(start.changes, result),
         sum(len(p.visits) for p in probes), round(sum(p.elapsed_s for p in probes), 3),
+        None if first is None else first.bad.failed > 0,
     )  # fmt: skip
     event = ledger.add(
         CaseEvent(
@@ -301,7 +304,7 @@ def _conclude(
             case_id=start.case_id,
             kind="bisect",
             ref_id=event,
-            note=f"case bisect: guilty {guilty}",
+            note=f"case bisect: guilty {guilty}" if guilty else "case bisect: nothing guilty",
         )
     )
     return conclusion, event, evidence
@@ -431,6 +434,9 @@ async def resume_bisect(
             f"secret); start a new bisection (case bisect {case_id} --change ...)"
         )
     state = start_bisect(start.changes)
+    if probes and probes[0].changes != ():  # an older servelab's: no good-state probe first
+        raise CaseError(f"bisection {bisect_id} did not probe the good state first; start a "
+                        f"new bisection (case bisect {case_id} --change ...)")  # fmt: skip
     for probe in probes:
         step = next_step(state)
         if isinstance(step, Bisected) or step.indices != probe.changes:
