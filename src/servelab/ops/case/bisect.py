@@ -227,8 +227,7 @@ async def _visit(
 
 
 def change_label(change: Change) -> str:
-    """A change as a probe's progress and its runs' labels name it (its value masked by the
-    redaction policy)."""
+    """A change as a probe's progress and its runs' labels name it (its value masked)."""
     return f"{change.service}:{change.knob}={mask(change.knob, change.bad)}"
 
 
