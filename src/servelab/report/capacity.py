@@ -15,7 +15,14 @@ from servelab.ops.bench.capacity import CapacityResult
 from servelab.report.jsontext import json_text
 from servelab.report.slo import attainment_text, objective_text, verdict_word
 
-__all__ = ["capacity_json", "capacity_markdown", "capacity_table", "conclusion", "load_text"]
+__all__ = [
+    "capacity_json",
+    "capacity_markdown",
+    "capacity_table",
+    "conclusion",
+    "load_text",
+    "warmup_line",
+]
 
 
 def load_text(kind: LoadKind, load: float | None) -> str:
@@ -25,13 +32,22 @@ def load_text(kind: LoadKind, load: float | None) -> str:
     return f"C{load:g}" if kind == LoadKind.CONCURRENCY else f"{load:,.3g} req/s"
 
 
+def warmup_line(requests: int) -> str:
+    """What the search sends before its first probe, and why."""
+    return (f"{requests} request(s) before the first probe, not measured: a deployment's first "
+            "requests pay its one-time warm-up (--warmup N: N before every probe; --warmup 0: "
+            "none)")  # fmt: skip
+
+
 def _probe_rows(result: CapacityResult) -> list[list[str]]:
     kind = result.capacity.kind
-    rows = []
+    rows, seen = [], set()
     for probe, run in zip(result.capacity.probes, result.runs, strict=False):
         att = run.slo
         objectives = "; ".join(objective_text(o) for o in att.objectives) if att else "–"
-        rows.append([load_text(kind, probe.load), verdict_word(probe.met, probe.sure),
+        again = " again" if probe.load in seen else ""
+        seen.add(probe.load)
+        rows.append([load_text(kind, probe.load) + again, verdict_word(probe.met, probe.sure),
                      f"{probe.throughput:,.1f}", objectives,
                      "–" if probe.run_id is None else f"#{probe.run_id}"])  # fmt: skip
     return rows

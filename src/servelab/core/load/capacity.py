@@ -17,6 +17,12 @@ The load is a closed loop's concurrency (whole numbers) or an open loop's arriva
 3. **Bisection** between the largest load that held and the smallest above it that missed, until
    they are within :data:`RESOLUTION` of each other (a concurrency: adjacent).
 
+**A miss on the way down is probed again.** A load that missed before any load held (the first
+probe, and the halving below it) ran on a deployment that may still have been paying its one-time
+warm-up (a real engine's first requests are slow: CUDA graphs, caches): when such a load is the
+upper end of the bracket, it is probed once more before anything is concluded from it, and the
+search goes on from the later verdict (each load's latest probe counts).
+
 At most :data:`PROBES` probes (a search whose loads all missed, down to the last probe, never
 met the SLO). The conclusion names the bracket, how it stopped, an interpolated
 estimate (where the binding objective, the one furthest over its limit, crosses its limit between
@@ -41,6 +47,7 @@ __all__ = [
     "LoadKind",
     "Probe",
     "conclude",
+    "first_warmup",
     "next_load",
 ]
 
@@ -104,8 +111,29 @@ class Capacity:
     limit: float | None = None
 
 
+def first_warmup(kind: LoadKind, start: float, requests: int) -> int:
+    """The warm-up before a search's first probe when none was asked: one request per user of
+    the first load (a rate: one second's arrivals), at least 1, at most the requests per probe."""
+    per_round = start if kind == LoadKind.CONCURRENCY else math.ceil(start)
+    return int(max(1, min(per_round, requests)))
+
+
+def _latest(probes: Sequence[Probe]) -> list[Probe]:
+    """Each load's latest probe (a load probed again counts by its later verdict)."""
+    return list({p.load: p for p in probes}.values())
+
+
+def _descent_miss(probes: Sequence[Probe], hi: Probe) -> bool:
+    """``hi`` missed before any load held, and was probed once: it is probed again."""
+    first_hold = next((i for i, p in enumerate(probes) if p.met), len(probes))
+    runs = [i for i, p in enumerate(probes) if p.load == hi.load]
+    return len(runs) == 1 and runs[0] < first_hold
+
+
 def _bracket(probes: Sequence[Probe]) -> tuple[Probe | None, Probe | None]:
-    """The largest load that held, and the smallest load above it that missed."""
+    """The largest load that held, and the smallest load above it that missed (each load by its
+    latest probe)."""
+    probes = _latest(probes)
     held = [p for p in probes if p.met]
     lo = max(held, key=lambda p: p.load, default=None)
     missed = [p for p in probes if not p.met and (lo is None or p.load > lo.load)]
@@ -153,6 +181,8 @@ def _stop(
         return CapacityStop.NEVER_MET if at_bottom else None
     if hi is None:
         return _top(lo.load, ceiling, limit)
+    if _descent_miss(probes, hi):
+        return None
     return CapacityStop.BRACKETED if _narrow(lo.load, hi.load, kind) else None
 
 
@@ -183,6 +213,8 @@ def next_load(
     if hi is None:
         top = min(x for x in (ceiling, limit, math.inf) if x is not None)
         return min(_step(lo.load, 2.0, kind), top)
+    if _descent_miss(probes, hi):
+        return hi.load
     mid = (lo.load + hi.load) / 2
     return float(math.floor(mid)) if kind == LoadKind.CONCURRENCY else mid
 
