@@ -88,9 +88,10 @@ def show_capacity(
         print_json(capacity_report.capacity_json(result))
     else:
         console.print(capacity_report.capacity_table(result))
-        console.print(capacity_report.conclusion(result.capacity), markup=False)
+        words = capacity_report.conclusion(result.capacity, capacity_report.first_error(result))
+        console.print(words, markup=False)
     stop = result.capacity.stop
     if stop == CapacityStop.INTERRUPTED:
         err_console.print(f"{interruption(signum)}: the probes so far shown", style="yellow")
         return 128 + (signum or signal.SIGINT)
-    return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
+    return EXIT_FAILED if stop in (CapacityStop.NEVER_MET, CapacityStop.FAILED) else EXIT_OK

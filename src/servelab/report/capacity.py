@@ -10,6 +10,7 @@ from rich.table import Table
 
 from servelab.core.ledger.codec import encode
 from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
+from servelab.core.load.metrics import CUT_REASONS
 from servelab.core.stats import PERCENTILE_METHOD
 from servelab.ops.bench.capacity import CapacityResult
 from servelab.report.jsontext import json_text
@@ -20,6 +21,7 @@ __all__ = [
     "capacity_markdown",
     "capacity_table",
     "conclusion",
+    "first_error",
     "load_text",
     "warmup_line",
 ]
@@ -68,8 +70,29 @@ def capacity_table(result: CapacityResult) -> Table:
     return table
 
 
-def conclusion(capacity: Capacity) -> str:
-    """What the search found and how sure it is, in one sentence."""
+def first_error(result: CapacityResult) -> str | None:
+    """The last probe's first failed request, as its reason and detail (None: none failed)."""
+    records = result.runs[-1].records if result.runs else []
+    bad = next((r for r in records if r.error is not None and r.error not in CUT_REASONS), None)
+    if bad is None:
+        return None
+    return f"{bad.error}: {bad.error_detail}" if bad.error_detail else str(bad.error)
+
+
+def _failed_text(capacity: Capacity, error: str | None) -> str:
+    last = capacity.probes[-1] if capacity.probes else None
+    if last is None:
+        return "no capacity verdict: the requests failed"
+    share = "every request" if last.failed >= 1 else f"{last.failed:.0%} of the requests"
+    first = "" if error is None else f" (first error: {error})"
+    return (f"no capacity verdict: {share} at {load_text(capacity.kind, last.load)} failed"
+            f"{first}; a deployment that does not answer has no latency to judge: check it "
+            "(servelab verify) and search again")  # fmt: skip
+
+
+def conclusion(capacity: Capacity, error: str | None = None) -> str:
+    """What the search found and how sure it is, in one sentence; ``error``: the first failed
+    request's, said when the requests failed."""
     kind = capacity.kind
     lo, hi = load_text(kind, capacity.capacity), load_text(kind, capacity.above)
     sure = ("both verdicts sure at 95%" if capacity.sure
@@ -99,6 +122,8 @@ def conclusion(capacity: Capacity) -> str:
                     else "") + f"{estimate} ({sure})")  # fmt: skip
         case CapacityStop.INTERRUPTED:
             return f"interrupted: the SLO held at {lo} so far"
+        case CapacityStop.FAILED:
+            return _failed_text(capacity, error)
         case CapacityStop.LIMITED:
             requests = "?" if capacity.limit is None else f"{capacity.limit:g}"
             return (f"capacity at least {lo}: the SLO held there, and the search was limited by "
@@ -116,8 +141,10 @@ def capacity_json(result: CapacityResult) -> str:
                        "slo": None if run.slo is None else encode(run.slo)})  # fmt: skip
     doc = encode(result.capacity)
     doc["probes"] = probes
+    error = first_error(result) if result.capacity.stop == CapacityStop.FAILED else None
     head = {"config": encode(result.config), "failed": result.n_failed}
-    return json_text({**head, **doc, "conclusion": conclusion(result.capacity)})
+    words = {"first_error": error, "conclusion": conclusion(result.capacity, error)}
+    return json_text({**head, **doc, **words})
 
 
 def capacity_markdown(result: CapacityResult) -> str:
@@ -126,4 +153,5 @@ def capacity_markdown(result: CapacityResult) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in _probe_rows(result)]
     last = result.runs[-1].slo if result.runs else None
     tail = [] if last is None else ["", f"Last probe: {attainment_text(last)}."]
-    return "\n".join([*lines, "", conclusion(result.capacity) + ".", *tail]) + "\n"
+    words = conclusion(result.capacity, first_error(result))
+    return "\n".join([*lines, "", words + ".", *tail]) + "\n"

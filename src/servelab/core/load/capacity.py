@@ -23,6 +23,10 @@ warm-up (a real engine's first requests are slow: CUDA graphs, caches): when suc
 upper end of the bracket, it is probed once more before anything is concluded from it, and the
 search goes on from the later verdict (each load's latest probe counts).
 
+**Failed requests are no verdict.** A probe where more than :data:`FAILED_SHARE` of the requests
+failed (an engine killed, a router with no worker) measured no latency of a working deployment:
+the search stops there (:attr:`CapacityStop.FAILED`) and concludes no capacity at all.
+
 At most :data:`PROBES` probes (a search whose loads all missed, down to the last probe, never
 met the SLO). The conclusion names the bracket, how it stopped, an interpolated
 estimate (where the binding objective, the one furthest over its limit, crosses its limit between
@@ -39,6 +43,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
+    "FAILED_SHARE",
     "PROBES",
     "RESOLUTION",
     "SATURATION_GAIN",
@@ -55,6 +60,8 @@ __all__ = [
 PROBES = 12
 #: Bisection stops when the bracket is this narrow, relative to its lower end.
 RESOLUTION = 0.03
+#: A probe with more than this share of its requests failed ends the search without a verdict.
+FAILED_SHARE = 0.5
 #: A doubled load whose throughput rose by less than this share means saturation.
 SATURATION_GAIN = 0.05
 
@@ -77,13 +84,16 @@ class CapacityStop(StrEnum):
     INTERRUPTED = "interrupted"
     #: the SLO held at the most load the requests per probe can exercise
     LIMITED = "limited"
+    #: a probe's requests mostly failed: no verdict
+    FAILED = "requests failed"
 
 
 @dataclass(frozen=True, slots=True)
 class Probe:
     """One run at one ``load``: whether the SLO held (``sure``: at 95%), the throughput (output
     tokens/s: the steady state's in a closed loop), the binding objective's value over its limit
-    (``ratio``, above 1: missed; NaN: no value), and its ledger row."""
+    (``ratio``, above 1: missed; NaN: no value), its ledger row, and the share of its requests
+    that failed (``failed``)."""
 
     load: float
     met: bool
@@ -91,6 +101,7 @@ class Probe:
     throughput: float
     ratio: float
     run_id: int | None = None
+    failed: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +183,8 @@ def _stop(
     probes: Sequence[Probe], kind: LoadKind, ceiling: float | None, limit: float | None = None
 ) -> CapacityStop | None:
     """Why no further probe is needed (None: one is)."""
+    if probes and probes[-1].failed > FAILED_SHARE:
+        return CapacityStop.FAILED
     lo, hi = _bracket(probes)
     if _saturated(probes, limit):
         return CapacityStop.SATURATED
@@ -243,6 +256,8 @@ def conclude(
         stop = CapacityStop.BUDGET if lo is not None else CapacityStop.NEVER_MET
     if stop == CapacityStop.SATURATED:
         lo, hi = probes[-2], None
+    if stop == CapacityStop.FAILED:
+        lo, hi = None, None
     ends = [p for p in (lo, hi) if p is not None]
     estimate = None if lo is None or hi is None else _estimate(lo, hi)
     return Capacity(

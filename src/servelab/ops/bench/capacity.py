@@ -76,13 +76,15 @@ def _binding_ratio(att: SloAttainment) -> float:
 
 
 def probe_of(load: float, run: RunResult) -> Probe:
-    """A probe from its run: the SLO's verdict, the throughput, the binding ratio."""
+    """A probe from its run: the SLO's verdict, the throughput, the binding ratio, the share of
+    its requests that failed (cut ones not counted)."""
     att = run.slo
     if att is None:
         raise ValueError("a capacity probe needs an SLO")
-    steady = run.metrics.steady_throughput
-    throughput = steady if steady is not None else run.metrics.output_throughput
-    return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id)
+    m = run.metrics
+    throughput = m.steady_throughput if m.steady_throughput is not None else m.output_throughput
+    failed = m.n_failed / max(1, m.n_requests - m.n_cut)
+    return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id, failed)
 
 
 def _probe_config(config: BenchConfig, kind: LoadKind, load: float) -> BenchConfig:
