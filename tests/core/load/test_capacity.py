@@ -3,11 +3,13 @@ never met, a rate, the budget; the estimate and how sure it is."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
 
 from servelab.core.load.capacity import (
+    FAILED_SHARE,
     PROBES,
     Capacity,
     CapacityStop,
@@ -193,3 +195,15 @@ def test_the_first_probe_s_warm_up_is_one_request_per_user_within_the_requests()
     assert first_warmup(LoadKind.CONCURRENCY, 128, 64) == 64
     assert first_warmup(LoadKind.RATE, 2.5, 64) == 3
     assert first_warmup(LoadKind.RATE, 0.01, 64) == 1
+
+
+def test_a_probe_whose_requests_mostly_failed_ends_the_search_with_no_verdict() -> None:
+    """Issue 38 (22nd pass M2): a killed decode's probes were taken for misses down to C1."""
+    held = Probe(8, True, True, 80, 0.5)
+    dead = Probe(16, False, True, 0.0, math.nan, failed=1.0)
+    assert next_load([held, dead], start=8, kind=LoadKind.CONCURRENCY) is None
+    found = conclude([held, dead], kind=LoadKind.CONCURRENCY)
+    assert found.stop == CapacityStop.FAILED and found.capacity is None and found.above is None
+    assert not found.sure and found.estimate is None
+    some = Probe(16, False, True, 40.0, 1.5, failed=FAILED_SHARE)  # half failed: still a miss
+    assert conclude([held, some], kind=LoadKind.CONCURRENCY).stop != CapacityStop.FAILED
