@@ -71,12 +71,14 @@ def capacity_table(result: CapacityResult) -> Table:
 
 
 def first_error(result: CapacityResult) -> str | None:
-    """The last probe's first failed request, as its reason and detail (None: none failed)."""
+    """The last probe's first failed request, as its reason and detail (as its record keeps it:
+    redacted, cut), on one line of printable characters (None: none failed)."""
     records = result.runs[-1].records if result.runs else []
     bad = next((r for r in records if r.error is not None and r.error not in CUT_REASONS), None)
     if bad is None:
         return None
-    return f"{bad.error}: {bad.error_detail}" if bad.error_detail else str(bad.error)
+    text = f"{bad.error}: {bad.error_detail}" if bad.error_detail else str(bad.error)
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 def _failed_text(capacity: Capacity, error: str | None) -> str:
