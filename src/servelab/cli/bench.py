@@ -27,6 +27,7 @@ from servelab.cli.boundary import (
     run,
     stop_on_signals,
 )
+from servelab.cli.capacity import CAPACITY_NAMES, search, show_capacity, warm_first
 from servelab.cli.common import (
     BenchBar,
     SpecAndLedger,
@@ -64,7 +65,6 @@ from servelab.core.bench.contract import (
     RunResult,
 )
 from servelab.core.bench.summary import result_so_far
-from servelab.core.load.capacity import CapacityStop
 from servelab.core.load.lengths import longest, over_context, over_run
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
@@ -78,13 +78,10 @@ from servelab.io.overwrite import check_overwrite
 from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import TraceScan, scan_trace
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.capacity import CapacityResult, find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
-from servelab.report import capacity as capacity_report
-from servelab.report.text import safe_markdown
 
 __all__ = [
     "Exporter",
@@ -149,55 +146,12 @@ async def _bench(
     return result, received[0] if received else None
 
 
-async def _capacity(
-    config: BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
-) -> tuple[CapacityResult, int | None]:
-    """The capacity search, each probe watched as a bench run is (traces are not received), and
-    the stop signal that cut it short (None: none)."""
-    stop = asyncio.Event()
-    with stop_on_signals(stop) as received:
-        async with contextlib.AsyncExitStack() as stack:
-            plan = None
-            if loaded is not None:
-                op = await stack.enter_async_context(Operation(loaded))
-                plan = await metrics_plan(op)
-            with bar.bar:
-                searched = await find_capacity(
-                    config, progress=bar, ledger=ledger, stop=stop, metrics=plan
-                )
-    return searched, received[0] if received else None
-
-
-#: The files ``--find-capacity --export DIR`` writes.
-_CAPACITY_NAMES = ("capacity.md", "capacity.json")
-
-
 def _check_export(directory: Path, force: bool, *, capacity: bool) -> None:
     """Before any load: ``directory`` takes a file, and holds no file the export would replace
     (one that holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
     check_directory(directory)
-    for name in _CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
+    for name in CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
         check_overwrite(directory / name, force)
-
-
-def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | None) -> int:
-    if output.export is not None:
-        md, doc = _CAPACITY_NAMES
-        files = {
-            md: safe_markdown(capacity_report.capacity_markdown(result)).encode(),
-            doc: capacity_report.capacity_json(result).encode(),
-        }
-        write_files(output.export, files)
-    if output.as_json:
-        print_json(capacity_report.capacity_json(result))
-    else:
-        console.print(capacity_report.capacity_table(result))
-        console.print(capacity_report.conclusion(result.capacity), markup=False)
-    stop = result.capacity.stop
-    if stop == CapacityStop.INTERRUPTED:
-        err_console.print(f"{interruption(signum)}: the probes so far shown", style="yellow")
-        return 128 + (signum or signal.SIGINT)
-    return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
 
 
 def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
@@ -358,8 +312,9 @@ def bench_command(
                 ledger.check_writable()
             bar = BenchBar(enabled=err_console.is_terminal)
             if find_capacity:
-                searched, signum = run(_capacity(config, ledger, bar, loaded), fast=True)
-                raise SystemExit(_show_capacity(searched, output, signum))
+                warm = warm_first(config)
+                searched, signum = run(search(config, ledger, bar, loaded, warm), fast=True)
+                raise SystemExit(show_capacity(searched, output.as_json, output.export, signum))
             result, signum = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     if export is not None:
         export.write(result)

@@ -10,12 +10,21 @@ from rich.table import Table
 
 from servelab.core.ledger.codec import encode
 from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
+from servelab.core.load.metrics import CUT_REASONS
 from servelab.core.stats import PERCENTILE_METHOD
 from servelab.ops.bench.capacity import CapacityResult
 from servelab.report.jsontext import json_text
 from servelab.report.slo import attainment_text, objective_text, verdict_word
 
-__all__ = ["capacity_json", "capacity_markdown", "capacity_table", "conclusion", "load_text"]
+__all__ = [
+    "capacity_json",
+    "capacity_markdown",
+    "capacity_table",
+    "conclusion",
+    "first_error",
+    "load_text",
+    "warmup_line",
+]
 
 
 def load_text(kind: LoadKind, load: float | None) -> str:
@@ -25,13 +34,22 @@ def load_text(kind: LoadKind, load: float | None) -> str:
     return f"C{load:g}" if kind == LoadKind.CONCURRENCY else f"{load:,.3g} req/s"
 
 
+def warmup_line(requests: int) -> str:
+    """What the search sends before its first probe, and why."""
+    return (f"{requests} request(s) before the first probe, not measured: a deployment's first "
+            "requests pay its one-time warm-up (--warmup N: N before every probe; --warmup 0: "
+            "none)")  # fmt: skip
+
+
 def _probe_rows(result: CapacityResult) -> list[list[str]]:
     kind = result.capacity.kind
-    rows = []
+    rows, seen = [], set()
     for probe, run in zip(result.capacity.probes, result.runs, strict=False):
         att = run.slo
         objectives = "; ".join(objective_text(o) for o in att.objectives) if att else "–"
-        rows.append([load_text(kind, probe.load), verdict_word(probe.met, probe.sure),
+        again = " again" if probe.load in seen else ""
+        seen.add(probe.load)
+        rows.append([load_text(kind, probe.load) + again, verdict_word(probe.met, probe.sure),
                      f"{probe.throughput:,.1f}", objectives,
                      "–" if probe.run_id is None else f"#{probe.run_id}"])  # fmt: skip
     return rows
@@ -52,8 +70,31 @@ def capacity_table(result: CapacityResult) -> Table:
     return table
 
 
-def conclusion(capacity: Capacity) -> str:
-    """What the search found and how sure it is, in one sentence."""
+def first_error(result: CapacityResult) -> str | None:
+    """The last probe's first failed request, as its reason and detail (as its record keeps it:
+    redacted, cut), on one line of printable characters (None: none failed)."""
+    records = result.runs[-1].records if result.runs else []
+    bad = next((r for r in records if r.error is not None and r.error not in CUT_REASONS), None)
+    if bad is None:
+        return None
+    text = f"{bad.error}: {bad.error_detail}" if bad.error_detail else str(bad.error)
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def _failed_text(capacity: Capacity, error: str | None) -> str:
+    last = capacity.probes[-1] if capacity.probes else None
+    if last is None:
+        return "no capacity verdict: the requests failed"
+    share = "every request" if last.failed >= 1 else f"{last.failed:.0%} of the requests"
+    first = "" if error is None else f" (first error: {error})"
+    return (f"no capacity verdict: {share} at {load_text(capacity.kind, last.load)} failed"
+            f"{first}; a deployment that does not answer has no latency to judge: check it "
+            "(servelab verify) and search again")  # fmt: skip
+
+
+def conclusion(capacity: Capacity, error: str | None = None) -> str:
+    """What the search found and how sure it is, in one sentence; ``error``: the first failed
+    request's, said when the requests failed."""
     kind = capacity.kind
     lo, hi = load_text(kind, capacity.capacity), load_text(kind, capacity.above)
     sure = ("both verdicts sure at 95%" if capacity.sure
@@ -83,6 +124,8 @@ def conclusion(capacity: Capacity) -> str:
                     else "") + f"{estimate} ({sure})")  # fmt: skip
         case CapacityStop.INTERRUPTED:
             return f"interrupted: the SLO held at {lo} so far"
+        case CapacityStop.FAILED:
+            return _failed_text(capacity, error)
         case CapacityStop.LIMITED:
             requests = "?" if capacity.limit is None else f"{capacity.limit:g}"
             return (f"capacity at least {lo}: the SLO held there, and the search was limited by "
@@ -100,8 +143,10 @@ def capacity_json(result: CapacityResult) -> str:
                        "slo": None if run.slo is None else encode(run.slo)})  # fmt: skip
     doc = encode(result.capacity)
     doc["probes"] = probes
+    error = first_error(result) if result.capacity.stop == CapacityStop.FAILED else None
     head = {"config": encode(result.config), "failed": result.n_failed}
-    return json_text({**head, **doc, "conclusion": conclusion(result.capacity)})
+    words = {"first_error": error, "conclusion": conclusion(result.capacity, error)}
+    return json_text({**head, **doc, **words})
 
 
 def capacity_markdown(result: CapacityResult) -> str:
@@ -110,4 +155,5 @@ def capacity_markdown(result: CapacityResult) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in _probe_rows(result)]
     last = result.runs[-1].slo if result.runs else None
     tail = [] if last is None else ["", f"Last probe: {attainment_text(last)}."]
-    return "\n".join([*lines, "", conclusion(result.capacity) + ".", *tail]) + "\n"
+    words = conclusion(result.capacity, first_error(result))
+    return "\n".join([*lines, "", words + ".", *tail]) + "\n"

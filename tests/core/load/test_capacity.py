@@ -3,17 +3,20 @@ never met, a rate, the budget; the estimate and how sure it is."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
 
 from servelab.core.load.capacity import (
+    FAILED_SHARE,
     PROBES,
     Capacity,
     CapacityStop,
     LoadKind,
     Probe,
     conclude,
+    first_warmup,
     next_load,
 )
 
@@ -134,3 +137,73 @@ def test_a_real_saturation_below_the_limit_is_still_found() -> None:
     assert found.stop == CapacityStop.SATURATED and found.capacity == 8
     ceiling_first = _search(_latency_bound(500), start=16, ceiling=48, limit=100)
     assert ceiling_first.stop == CapacityStop.CEILING
+
+
+def _cold_first(warm: Callable[[float], Probe]) -> Callable[[float], Probe]:
+    """``warm``, but the first probe pays a one-time warm-up: it misses, far over its limit."""
+    ran: list[float] = []
+
+    def probe(load: float) -> Probe:
+        ran.append(load)
+        if len(ran) == 1:
+            return Probe(load, False, True, load * 10, 8.5)
+        return warm(load)
+
+    return probe
+
+
+def test_a_cold_first_miss_is_probed_again_once_a_lower_load_held() -> None:
+    """Issue 38 (22nd pass H1): C8 missed cold, C4 held: C8 is probed again at once, holds, and
+    the ramp goes on from it (before: C6, C7 held and "capacity C7: not at C8")."""
+    found = _search(_cold_first(_latency_bound(57.3)), start=8, ceiling=64)
+    loads = [p.load for p in found.probes]
+    assert loads[:5] == [8, 4, 8, 16, 32], loads
+    assert found.stop == CapacityStop.BRACKETED and (found.capacity, found.above) == (57, 58)
+    assert loads.count(8) == 2 and len(found.probes) <= PROBES
+
+
+def test_a_miss_probed_again_that_misses_again_stands_and_is_not_probed_a_third_time() -> None:
+    found = _search(_latency_bound(5.5), start=8)
+    loads = [p.load for p in found.probes]
+    assert loads == [8, 4, 8, 6, 5], loads
+    assert found.stop == CapacityStop.BRACKETED and (found.capacity, found.above) == (5, 6)
+
+
+def test_a_cold_miss_that_misses_again_stands_and_bisection_goes_on() -> None:
+    found = _search(_cold_first(_latency_bound(40.5)), start=64, ceiling=64)
+    loads = [p.load for p in found.probes]
+    assert loads[:4] == [64, 32, 64, 48], loads  # 64 again: it bounds [32, 64], then bisection
+    assert (found.capacity, found.above) == (40, 41) and loads.count(64) == 2
+
+
+def test_a_miss_above_a_load_that_already_held_is_not_probed_again() -> None:
+    """Bisection's misses ran on a warm deployment (a lower load had held): no second look."""
+    found = _search(_latency_bound(57.3), start=1)
+    assert len({p.load for p in found.probes}) == len(found.probes)
+
+
+def test_the_verdict_takes_a_load_by_its_latest_probe() -> None:
+    cold, warm = Probe(8, False, True, 80, 8.5), Probe(8, True, True, 90, 0.4)
+    held = Probe(4, True, True, 40, 0.2)
+    found = conclude([cold, held, warm], kind=LoadKind.CONCURRENCY, ceiling=8)
+    assert found.stop == CapacityStop.CEILING and found.capacity == 8 and found.above is None
+    assert next_load([cold, held], start=8, kind=LoadKind.CONCURRENCY, ceiling=8) == 8
+
+
+def test_the_first_probe_s_warm_up_is_one_request_per_user_within_the_requests() -> None:
+    assert first_warmup(LoadKind.CONCURRENCY, 8, 64) == 8
+    assert first_warmup(LoadKind.CONCURRENCY, 128, 64) == 64
+    assert first_warmup(LoadKind.RATE, 2.5, 64) == 3
+    assert first_warmup(LoadKind.RATE, 0.01, 64) == 1
+
+
+def test_a_probe_whose_requests_mostly_failed_ends_the_search_with_no_verdict() -> None:
+    """Issue 38 (22nd pass M2): a killed decode's probes were taken for misses down to C1."""
+    held = Probe(8, True, True, 80, 0.5)
+    dead = Probe(16, False, True, 0.0, math.nan, failed=1.0)
+    assert next_load([held, dead], start=8, kind=LoadKind.CONCURRENCY) is None
+    found = conclude([held, dead], kind=LoadKind.CONCURRENCY)
+    assert found.stop == CapacityStop.FAILED and found.capacity is None and found.above is None
+    assert not found.sure and found.estimate is None
+    some = Probe(16, False, True, 40.0, 1.5, failed=FAILED_SHARE)  # half failed: still a miss
+    assert conclude([held, some], kind=LoadKind.CONCURRENCY).stop != CapacityStop.FAILED

@@ -15,6 +15,7 @@ from servelab.core.load.capacity import CapacityStop, LoadKind
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.workload import LengthDist
 from servelab.ops.bench.capacity import find_capacity, search_bounds
+from servelab.report.capacity import capacity_json, conclusion, first_error
 
 #: A gap: 8 ms, and 2 ms per stream in flight: wide enough that a loaded machine's few
 #: milliseconds of loop lag do not move the capacity the SLO below allows.
@@ -96,3 +97,43 @@ async def test_saturation_stops_the_search_when_the_slo_does_not_bind(capped: st
     cap = found.capacity
     assert cap.stop == CapacityStop.SATURATED, [(p.load, p.throughput) for p in cap.probes]
     assert cap.capacity is not None and 2 <= cap.capacity <= 8
+
+
+#: What a broken engine answers every request with: a secret, a terminal escape, a NUL, a BOM,
+#: and far more than a line.
+HOSTILE = (
+    "\ufeffboom \x1b[31mred\x1b[0m\x00 Authorization: Bearer sk-live-0123456789abcdefXYZ " * 4000
+)
+
+
+async def _refuse(request: web.Request) -> web.Response:
+    await request.read()
+    return web.Response(status=500, text=HOSTILE)
+
+
+async def test_a_search_whose_requests_fail_stops_with_no_verdict_and_a_clean_first_error() -> None:
+    """Issue 38 (22nd pass M2): failed requests are no miss; the first error said on one clean
+    line (redacted, cut, no control character)."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", _refuse)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        config = _config(f"http://127.0.0.1:{port}", "ttft_p99=1s", concurrencies=(4, 16))
+        found = await asyncio.wait_for(find_capacity(config, warm_first=True), 60)
+    finally:
+        await runner.cleanup()
+    cap = found.capacity
+    assert cap.stop == CapacityStop.FAILED and cap.capacity is None
+    assert [p.load for p in cap.probes] == [4] and cap.probes[0].failed == 1.0
+    error = first_error(found)
+    assert error is not None and error.startswith("http 500: boom")
+    assert "sk-live" not in error and "\x1b" not in error and "\x00" not in error
+    assert len(error) < 1000 and "\n" not in error
+    words = capacity_json(found)
+    assert "sk-live" not in words and "\\u001b" not in words
+    assert json.loads(words)["first_error"] == error
+    assert "first error: http 500" in conclusion(cap, error)

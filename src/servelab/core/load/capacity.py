@@ -17,6 +17,16 @@ The load is a closed loop's concurrency (whole numbers) or an open loop's arriva
 3. **Bisection** between the largest load that held and the smallest above it that missed, until
    they are within :data:`RESOLUTION` of each other (a concurrency: adjacent).
 
+**A miss on the way down is probed again.** A load that missed before any load held (the first
+probe, and the halving below it) ran on a deployment that may still have been paying its one-time
+warm-up (a real engine's first requests are slow: CUDA graphs, caches): when such a load is the
+upper end of the bracket, it is probed once more before anything is concluded from it, and the
+search goes on from the later verdict (each load's latest probe counts).
+
+**Failed requests are no verdict.** A probe where more than :data:`FAILED_SHARE` of the requests
+failed (an engine killed, a router with no worker) measured no latency of a working deployment:
+the search stops there (:attr:`CapacityStop.FAILED`) and concludes no capacity at all.
+
 At most :data:`PROBES` probes (a search whose loads all missed, down to the last probe, never
 met the SLO). The conclusion names the bracket, how it stopped, an interpolated
 estimate (where the binding objective, the one furthest over its limit, crosses its limit between
@@ -33,6 +43,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
+    "FAILED_SHARE",
     "PROBES",
     "RESOLUTION",
     "SATURATION_GAIN",
@@ -41,6 +52,7 @@ __all__ = [
     "LoadKind",
     "Probe",
     "conclude",
+    "first_warmup",
     "next_load",
 ]
 
@@ -48,6 +60,8 @@ __all__ = [
 PROBES = 12
 #: Bisection stops when the bracket is this narrow, relative to its lower end.
 RESOLUTION = 0.03
+#: A probe with more than this share of its requests failed ends the search without a verdict.
+FAILED_SHARE = 0.5
 #: A doubled load whose throughput rose by less than this share means saturation.
 SATURATION_GAIN = 0.05
 
@@ -70,13 +84,16 @@ class CapacityStop(StrEnum):
     INTERRUPTED = "interrupted"
     #: the SLO held at the most load the requests per probe can exercise
     LIMITED = "limited"
+    #: a probe's requests mostly failed: no verdict
+    FAILED = "requests failed"
 
 
 @dataclass(frozen=True, slots=True)
 class Probe:
     """One run at one ``load``: whether the SLO held (``sure``: at 95%), the throughput (output
     tokens/s: the steady state's in a closed loop), the binding objective's value over its limit
-    (``ratio``, above 1: missed; NaN: no value), and its ledger row."""
+    (``ratio``, above 1: missed; NaN: no value), its ledger row, and the share of its requests
+    that failed (``failed``)."""
 
     load: float
     met: bool
@@ -84,6 +101,7 @@ class Probe:
     throughput: float
     ratio: float
     run_id: int | None = None
+    failed: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +122,29 @@ class Capacity:
     limit: float | None = None
 
 
+def first_warmup(kind: LoadKind, start: float, requests: int) -> int:
+    """The warm-up before a search's first probe when none was asked: one request per user of
+    the first load (a rate: one second's arrivals), at least 1, at most the requests per probe."""
+    per_round = start if kind == LoadKind.CONCURRENCY else math.ceil(start)
+    return int(max(1, min(per_round, requests)))
+
+
+def _latest(probes: Sequence[Probe]) -> list[Probe]:
+    """Each load's latest probe (a load probed again counts by its later verdict)."""
+    return list({p.load: p for p in probes}.values())
+
+
+def _descent_miss(probes: Sequence[Probe], hi: Probe) -> bool:
+    """``hi`` missed before any load held, and was probed once: it is probed again."""
+    first_hold = next((i for i, p in enumerate(probes) if p.met), len(probes))
+    runs = [i for i, p in enumerate(probes) if p.load == hi.load]
+    return len(runs) == 1 and runs[0] < first_hold
+
+
 def _bracket(probes: Sequence[Probe]) -> tuple[Probe | None, Probe | None]:
-    """The largest load that held, and the smallest load above it that missed."""
+    """The largest load that held, and the smallest load above it that missed (each load by its
+    latest probe)."""
+    probes = _latest(probes)
     held = [p for p in probes if p.met]
     lo = max(held, key=lambda p: p.load, default=None)
     missed = [p for p in probes if not p.met and (lo is None or p.load > lo.load)]
@@ -144,6 +183,8 @@ def _stop(
     probes: Sequence[Probe], kind: LoadKind, ceiling: float | None, limit: float | None = None
 ) -> CapacityStop | None:
     """Why no further probe is needed (None: one is)."""
+    if probes and probes[-1].failed > FAILED_SHARE:
+        return CapacityStop.FAILED
     lo, hi = _bracket(probes)
     if _saturated(probes, limit):
         return CapacityStop.SATURATED
@@ -153,6 +194,8 @@ def _stop(
         return CapacityStop.NEVER_MET if at_bottom else None
     if hi is None:
         return _top(lo.load, ceiling, limit)
+    if _descent_miss(probes, hi):
+        return None
     return CapacityStop.BRACKETED if _narrow(lo.load, hi.load, kind) else None
 
 
@@ -183,6 +226,8 @@ def next_load(
     if hi is None:
         top = min(x for x in (ceiling, limit, math.inf) if x is not None)
         return min(_step(lo.load, 2.0, kind), top)
+    if _descent_miss(probes, hi):
+        return hi.load
     mid = (lo.load + hi.load) / 2
     return float(math.floor(mid)) if kind == LoadKind.CONCURRENCY else mid
 
@@ -211,6 +256,8 @@ def conclude(
         stop = CapacityStop.BUDGET if lo is not None else CapacityStop.NEVER_MET
     if stop == CapacityStop.SATURATED:
         lo, hi = probes[-2], None
+    if stop == CapacityStop.FAILED:
+        lo, hi = None, None
     ends = [p for p in (lo, hi) if p is not None]
     estimate = None if lo is None or hi is None else _estimate(lo, hi)
     return Capacity(

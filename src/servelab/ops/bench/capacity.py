@@ -4,6 +4,8 @@ ledger as every run is).
 
 A closed loop's probe runs the config at one concurrency; an open loop's (``rate`` set) at one
 rate, the largest of its ``concurrencies`` capping the requests in flight (as ``--rate`` does).
+A config without a warm-up can be given one before the first probe alone (``warm_first``):
+a deployment's first requests pay its one-time warm-up, which must not count as a miss.
 """
 
 from __future__ import annotations
@@ -13,13 +15,27 @@ import math
 from dataclasses import dataclass, field, replace
 
 from servelab.core.bench.contract import BenchConfig, BenchProgressFn, RunResult
-from servelab.core.load.capacity import Capacity, LoadKind, Probe, conclude, next_load
+from servelab.core.load.capacity import (
+    Capacity,
+    LoadKind,
+    Probe,
+    conclude,
+    first_warmup,
+    next_load,
+)
 from servelab.core.load.metrics import SloAttainment
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
 from servelab.ops.telemetry.watch import MetricsPlan
 
-__all__ = ["CapacityResult", "find_capacity", "probe_of", "request_limit", "search_bounds"]
+__all__ = [
+    "CapacityResult",
+    "find_capacity",
+    "first_probe_warmup",
+    "probe_of",
+    "request_limit",
+    "search_bounds",
+]
 
 
 @dataclass(slots=True)
@@ -60,19 +76,38 @@ def _binding_ratio(att: SloAttainment) -> float:
 
 
 def probe_of(load: float, run: RunResult) -> Probe:
-    """A probe from its run: the SLO's verdict, the throughput, the binding ratio."""
+    """A probe from its run: the SLO's verdict, the throughput, the binding ratio, the share of
+    its requests that failed (cut ones not counted)."""
     att = run.slo
     if att is None:
         raise ValueError("a capacity probe needs an SLO")
-    steady = run.metrics.steady_throughput
-    throughput = steady if steady is not None else run.metrics.output_throughput
-    return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id)
+    m = run.metrics
+    throughput = m.steady_throughput if m.steady_throughput is not None else m.output_throughput
+    failed = m.n_failed / max(1, m.n_requests - m.n_cut)
+    return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id, failed)
 
 
 def _probe_config(config: BenchConfig, kind: LoadKind, load: float) -> BenchConfig:
     if kind == LoadKind.RATE:
         return replace(config, rate=load, concurrencies=(max(config.concurrencies),), repeat=1)
     return replace(config, concurrencies=(round(load),), repeat=1)
+
+
+def first_probe_warmup(config: BenchConfig) -> int:
+    """The warm-up requests ``find_capacity(warm_first=True)`` sends before its first probe (0:
+    the config has its own warm-up, before every probe)."""
+    if config.warmup:
+        return 0
+    kind, start, _ceiling = search_bounds(config)
+    return first_warmup(kind, start, config.requests)
+
+
+def _warmed(config: BenchConfig, warmup: int) -> BenchConfig:
+    """``config`` with ``warmup`` requests first; the ramp left as a probe without one has it
+    (a cold warm-up's median E2E is no request's time)."""
+    if not warmup:
+        return config
+    return replace(config, warmup=warmup, ramp_s=0.0 if config.ramp_s is None else config.ramp_s)
 
 
 async def find_capacity(
@@ -82,8 +117,11 @@ async def find_capacity(
     ledger: Ledger | None = None,
     stop: asyncio.Event | None = None,
     metrics: MetricsPlan | None = None,
+    warm_first: bool = False,
 ) -> CapacityResult:
-    """Probe until the search is over (or ``stop`` is set); every probe recorded in ``ledger``."""
+    """Probe until the search is over (or ``stop`` is set); every probe recorded in ``ledger``;
+    ``warm_first``: a config without a warm-up is warmed up before its first probe
+    (:func:`first_probe_warmup`)."""
     if config.slo is None:
         raise ValueError("finding the capacity needs an SLO")
     kind, start, ceiling = search_bounds(config)
@@ -95,6 +133,8 @@ async def find_capacity(
         load := next_load(probes, start=start, kind=kind, ceiling=ceiling, limit=limit)
     ) is not None:
         probe_config = _probe_config(config, kind, load)
+        if warm_first and not probes:
+            probe_config = _warmed(probe_config, first_probe_warmup(config))
         got = await run_bench(
             probe_config, progress=progress, ledger=ledger, stop=stop, metrics=metrics
         )

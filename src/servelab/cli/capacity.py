@@ -1,0 +1,97 @@
+"""``bench --find-capacity``'s command-line side: the search run with a stop signal (the first
+probe warmed up unless ``--warmup`` was typed), and its result shown and exported."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from servelab.cli.boundary import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    interruption,
+    print_json,
+    stop_on_signals,
+)
+from servelab.cli.common import BenchBar, notice
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.load.capacity import CapacityStop
+from servelab.io.files import write_files
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import LoadedSpec
+from servelab.ops.bench.capacity import CapacityResult, find_capacity, first_probe_warmup
+from servelab.ops.context import Operation
+from servelab.ops.telemetry.watch import metrics_plan
+from servelab.report import capacity as capacity_report
+from servelab.report.text import safe_markdown
+
+__all__ = ["CAPACITY_NAMES", "search", "show_capacity", "warm_first"]
+
+#: The files ``--find-capacity --export DIR`` writes.
+CAPACITY_NAMES = ("capacity.md", "capacity.json")
+
+
+def warm_first(config: BenchConfig) -> bool:
+    """Whether the search warms the deployment up before its first probe: ``--warmup`` not
+    typed (typed, even ``--warmup 0``, it is honoured: its requests before every probe); said on
+    stderr."""
+    source = click.get_current_context().get_parameter_source("warmup")
+    if source not in (None, ParameterSource.DEFAULT):
+        return False
+    if n := first_probe_warmup(config):
+        notice("warm-up:", capacity_report.warmup_line(n))
+    return True
+
+
+async def search(
+    config: BenchConfig,
+    ledger: Ledger | None,
+    bar: BenchBar,
+    loaded: LoadedSpec | None,
+    warm: bool,
+) -> tuple[CapacityResult, int | None]:
+    """The capacity search, each probe watched as a bench run is (traces are not received), and
+    the stop signal that cut it short (None: none)."""
+    stop = asyncio.Event()
+    with stop_on_signals(stop) as received:
+        async with contextlib.AsyncExitStack() as stack:
+            plan = None
+            if loaded is not None:
+                op = await stack.enter_async_context(Operation(loaded))
+                plan = await metrics_plan(op)
+            with bar.bar:
+                searched = await find_capacity(
+                    config, progress=bar, ledger=ledger, stop=stop, metrics=plan, warm_first=warm
+                )
+    return searched, received[0] if received else None
+
+
+def show_capacity(
+    result: CapacityResult, as_json: bool, export: Path | None, signum: int | None
+) -> int:
+    """Print (and export) the search; its exit code."""
+    if export is not None:
+        md, doc = CAPACITY_NAMES
+        files = {
+            md: safe_markdown(capacity_report.capacity_markdown(result)).encode(),
+            doc: capacity_report.capacity_json(result).encode(),
+        }
+        write_files(export, files)
+    if as_json:
+        print_json(capacity_report.capacity_json(result))
+    else:
+        console.print(capacity_report.capacity_table(result))
+        words = capacity_report.conclusion(result.capacity, capacity_report.first_error(result))
+        console.print(words, markup=False)
+    stop = result.capacity.stop
+    if stop == CapacityStop.INTERRUPTED:
+        err_console.print(f"{interruption(signum)}: the probes so far shown", style="yellow")
+        return 128 + (signum or signal.SIGINT)
+    return EXIT_FAILED if stop in (CapacityStop.NEVER_MET, CapacityStop.FAILED) else EXIT_OK
