@@ -8,6 +8,7 @@ import asyncio
 import os
 import resource
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
@@ -44,6 +45,8 @@ def test_wakes_at_or_after_the_instant_asleep_until_it(loop: str) -> None:
         assert min(woke) >= 0
         assert slept >= 20  # the thread blocked in every wait: a spin never blocks
         assert _fds() == before
+        slack = "/proc/self/timerslack_ns"  # the main thread's: this one's
+        assert not os.path.exists(slack) or Path(slack).read_text().strip() == "1000"
 
     _run(loop, main)
 
