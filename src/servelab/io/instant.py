@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import functools
 import os
 import sys
@@ -48,7 +47,9 @@ def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the process's own symbols (libc among them): find_library would run ldconfig, and the
+        # first lookup is at a replay's first instant
+        libc = ctypes.CDLL(None, use_errno=True)
         create, settime = libc.timerfd_create, libc.timerfd_settime
     except (OSError, AttributeError):
         return None

@@ -276,6 +276,7 @@ class Load:
         instants = _instants(plan.sessions)
         try:
             ready = await self._burst(plan, next(instants, None))
+            instant.available()  # libc's timerfd looked up before the clock starts
             t0 = perf_counter_ns() if t0 is None else t0
             while ready is not None:
                 offset, burst, jobs = ready
