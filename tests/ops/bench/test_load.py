@@ -126,11 +126,13 @@ async def test_requests_written_for_tasks_that_never_ran_are_cut(
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-def test_a_replays_last_wait_before_its_instant_sleeps_not_spins(loop: str) -> None:
-    """The last SPIN_NS before a replay's instant: asleep on a kernel timer (the thread blocks,
-    a voluntary context switch each wait), never before the instant. A spin there (every
-    ``bench --workers 2`` worker at every instant) held both cores of a 2-core machine."""
-    if not instant.available():
+@pytest.mark.parametrize("asleep", [True, False])
+def test_a_replays_last_wait_before_its_instant_asleep_or_spinning(loop: str, asleep: bool) -> None:
+    """The last SPIN_NS before a replay's instant: ``asleep``, on a kernel timer (the thread
+    blocks, a voluntary context switch each wait); else spinning (it never blocks); never before
+    the instant. A spin there in every ``bench --workers 2`` worker held both cores of a 2-core
+    machine at every instant."""
+    if asleep and not instant.available():
         pytest.skip("no timerfd on this platform")
 
     async def main() -> None:
@@ -138,9 +140,10 @@ def test_a_replays_last_wait_before_its_instant_sleeps_not_spins(loop: str) -> N
         switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
         for _ in range(20):
             due = perf_counter_ns() + SPIN_NS * 4 // 5  # inside the last SPIN_NS
-            await sleep_until(due, SPIN_NS)
+            await sleep_until(due, SPIN_NS, asleep)
             early.append(due - perf_counter_ns())
-        assert resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - switches >= 20
+        blocked = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - switches
+        assert blocked >= 20 if asleep else blocked < 20
         assert max(early) <= 0
 
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
