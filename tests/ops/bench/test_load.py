@@ -5,16 +5,20 @@ schedule and send stamps, and use the connections opened ahead."""
 from __future__ import annotations
 
 import asyncio
+import resource
 from collections.abc import AsyncIterator
+from time import perf_counter_ns
 
 import pytest
+import uvloop
 from aiohttp import web
 
 from servelab.core.load.identity import request_identity
 from servelab.core.load.workload import LengthDist
+from servelab.io import instant
 from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.jobs import Job, jobs_for
-from servelab.ops.bench.load import Load, slot_starts_ns
+from servelab.ops.bench.load import SPIN_NS, Load, sleep_until, slot_starts_ns
 from tests.support.servers import MODEL, served, streaming_app
 
 PATH = "/v1/chat/completions"
@@ -119,3 +123,29 @@ async def test_requests_written_for_tasks_that_never_ran_are_cut(
     assert len(load.records) == 3
     assert all(r.end_ns is not None and r.error for r in load.records)
     assert sum(r.sent_ns > 0 for r in load.records) == 2
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("asleep", [True, False])
+def test_a_replays_last_wait_before_its_instant_asleep_or_spinning(loop: str, asleep: bool) -> None:
+    """The last SPIN_NS before a replay's instant: ``asleep``, on a kernel timer (the thread
+    blocks, a voluntary context switch each wait); else spinning (it never blocks); never before
+    the instant. A spin there in every ``bench --workers 2`` worker held both cores of a 2-core
+    machine at every instant."""
+    if asleep and not instant.available():
+        pytest.skip("no timerfd on this platform")
+
+    async def main() -> None:
+        early: list[int] = []
+        switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        for _ in range(20):
+            due = perf_counter_ns() + SPIN_NS * 4 // 5  # inside the last SPIN_NS
+            await sleep_until(due, SPIN_NS, asleep)
+            early.append(due - perf_counter_ns())
+        blocked = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - switches
+        assert blocked >= 20 if asleep else blocked < 20
+        assert max(early) <= 0
+
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())

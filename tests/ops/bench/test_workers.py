@@ -18,7 +18,7 @@ from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.jobs import Job
 from servelab.ops.bench.load import slot_starts_ns
 from servelab.ops.bench.part import Part, PartResult, merge, split
-from servelab.ops.bench.workers import ClientSpec, Workers, worker_cpus
+from servelab.ops.bench.workers import ClientSpec, Workers, spare_core, worker_cpus
 from tests.support.servers import SEEN, Seen, served, streaming_app
 
 
@@ -70,6 +70,14 @@ async def test_each_worker_is_held_to_a_cpu_of_its_own(server: str) -> None:
     assert held == [{allowed[0]}, {allowed[1]}]
     assert worker_cpus(1) == [None]  # one worker: anywhere
     assert worker_cpus(3)[2] == {allowed[2 % len(allowed)]}  # more workers than CPUs: in turn
+
+
+def test_client_processes_on_every_core_wait_asleep() -> None:
+    """A replay's processes spin before an instant only while a CPU is left to the server: two
+    workers spinning on two cores held both at every instant (docs/bench.md)."""
+    cpus = len(os.sched_getaffinity(0))
+    assert not spare_core(cpus) and not spare_core(cpus + 1)
+    assert spare_core(cpus - 1) == (cpus > 1)
 
 
 async def test_low_concurrency_looks_the_same_in_one_or_two_processes() -> None:

@@ -61,7 +61,7 @@ from servelab.ops.bench.load import slot_starts_ns
 from servelab.ops.bench.part import Part, PartResult, merge, run_part, split
 from servelab.ops.bench.replay import ReplayPlan, replay_of
 from servelab.ops.bench.results import record_run
-from servelab.ops.bench.workers import ClientSpec, Workers, shared_t0
+from servelab.ops.bench.workers import ClientSpec, Workers, shared_t0, spare_core
 from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.ops.telemetry.watch import MetricsPlan, MetricsWatch
 
@@ -81,6 +81,7 @@ class _Local:
     async def run(
         self, part: Part, stop: asyncio.Event | None, on_done: Callable[[RequestRecord], None]
     ) -> PartResult:
+        part = replace(part, asleep=not spare_core(1))
         return await run_part(self.client, part, stop, on_done)
 
 
@@ -96,6 +97,7 @@ class _Spread:
     async def run(
         self, part: Part, stop: asyncio.Event | None, _on_done: Callable[[RequestRecord], None]
     ) -> PartResult:
+        part = replace(part, asleep=not spare_core(self.workers.n))
         return merge(await self.workers.run(split(part, self.workers.n), stop))
 
 

@@ -10,6 +10,7 @@ every process of the machine), so N worker processes can share one schedule.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
 from servelab.core.load.trace import TraceSession
+from servelab.io import instant
 from servelab.io.http.stream import Chain, Outgoing, StreamClient
 from servelab.io.http.transfer import Chunks
 from servelab.ops.bench.jobs import Job
@@ -30,19 +32,25 @@ if TYPE_CHECKING:  # the replay builds its jobs for a Load: it imports this modu
 
 __all__ = ["QUIET_NS", "SPIN_NS", "Load", "sleep_until", "slot_starts_ns"]
 
-#: How long before its instant a replay's request stops sleeping on a timer and yields to the
-#: loop until the instant comes (the loop's timers are a millisecond coarse, early or late).
+#: How long before its instant a replay's request stops sleeping on the loop's timers (a
+#: millisecond coarse, early or late) and yields to the loop until the instant comes, or
+#: waits asleep on a kernel timer armed at it (``asleep``: client processes on every core).
 SPIN_NS = 1_500_000
 #: A replay's heavy work (building a body, decoding one) waits while a request is due this soon.
 QUIET_NS = 2_000_000
 
 
-async def sleep_until(when_ns: int, spin_ns: int = 0) -> None:
+async def sleep_until(when_ns: int, spin_ns: int = 0, asleep: bool = False) -> None:
     """Sleep until ``perf_counter_ns()`` reaches ``when_ns``, never waking before it (a loop's
-    timers may fire up to a millisecond early); the last ``spin_ns`` not on a timer but
-    yielding to the loop's other work until the instant (sub-millisecond, at a little CPU)."""
+    timers may fire up to a millisecond early); the last ``spin_ns`` yielding to the loop's other
+    work until the instant (sub-millisecond, at a core held), or with ``asleep`` on a kernel
+    timer armed at the instant itself (:func:`servelab.io.instant.wait_until`; a spin where
+    there is none): what client processes that would hold every core do."""
     while (delay := when_ns - perf_counter_ns()) > spin_ns:
         await asyncio.sleep((delay - spin_ns) / 1e9)
+    if spin_ns and asleep and instant.available():
+        with contextlib.suppress(OSError):  # no descriptor left (EMFILE): the spin below
+            await instant.wait_until(when_ns)
     while perf_counter_ns() < when_ns:
         await asyncio.sleep(0)
 
@@ -59,8 +67,11 @@ class Load:
         trace_tag: str = "",
         decode_each: bool = False,
         keep: frozenset[int] = frozenset(),
+        asleep: bool = False,
     ) -> None:
         self.client = client
+        #: A replay's last wait before an instant asleep, not spinning (:func:`sleep_until`).
+        self.asleep = asleep
         self.trace_tag = trace_tag
         self.endpoint = endpoint
         self.on_done = on_done
@@ -113,7 +124,7 @@ class Load:
         if self.deadline_ns is not None and self.deadline_ns < when_ns:
             await sleep_until(self.deadline_ns)
             return False
-        await sleep_until(when_ns, spin_ns)
+        await sleep_until(when_ns, spin_ns, self.asleep)
         return not self._late()
 
     async def _due_at(self, when_ns: int) -> bool:
@@ -270,6 +281,8 @@ class Load:
         instants = _instants(plan.sessions)
         try:
             ready = await self._burst(plan, next(instants, None))
+            if self.asleep:
+                instant.available()  # libc's timerfd looked up before the clock starts
             t0 = perf_counter_ns() if t0 is None else t0
             while ready is not None:
                 offset, burst, jobs = ready

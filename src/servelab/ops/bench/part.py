@@ -90,6 +90,9 @@ class Part:
     replay_plan: ReplayPlan | None = None
     #: The jobs (by index) whose whole bodies come back (:attr:`PartResult.bodies`): probes.
     keep: frozenset[int] = frozenset()
+    #: A replay's last wait before each instant asleep on a kernel timer, not spinning: the
+    #: client's processes would hold every core (:func:`servelab.ops.bench.workers.spare_core`).
+    asleep: bool = False
 
 
 @dataclass(slots=True)
@@ -117,7 +120,8 @@ async def run_part(
 ) -> PartResult:
     """Drive ``part`` on ``client`` until done (or ``stop``), then decode what it received."""
     load = Load(client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns,
-                part.trace_tag, decode_each=part.replay is not None, keep=part.keep)  # fmt: skip
+                part.trace_tag, decode_each=part.replay is not None, keep=part.keep,
+                asleep=part.asleep)  # fmt: skip
     lag: list[float] = []
     ticker = asyncio.create_task(lag_ticker(lag))
     setups0 = len(client.setups_ns)

@@ -38,7 +38,7 @@ from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.part import Part, PartResult, run_part
 from servelab.ops.bench.replay import replay_of
 
-__all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0", "worker_cpus"]
+__all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0", "spare_core", "worker_cpus"]
 
 #: How far ahead of now the parent sets a run's shared t0 (every worker must have it by then).
 START_AHEAD_S = 0.5
@@ -217,6 +217,17 @@ def worker_cpus(n: int) -> list[set[int] | None]:
     if len(allowed) < 2:
         return [None] * n
     return [{allowed[w % len(allowed)]} for w in range(n)]
+
+
+def spare_core(processes: int) -> bool:
+    """True when ``processes`` client processes, each spinning before a replay's instants, would
+    leave a CPU of this process's to the server: else they wait asleep (:class:`Part.asleep
+    <servelab.ops.bench.part.Part>`). Two workers spinning on two cores held both at every
+    instant, and what woke then (the router at the other's first write, an engine) cut one of
+    them for a scheduler slice: dispatch p99 2-14 ms against 0.6-6.6 asleep (docs/bench.md)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    cpus = len(getter(0)) if getter is not None else (os.cpu_count() or 1)
+    return processes < cpus
 
 
 def shared_t0() -> int:

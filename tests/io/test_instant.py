@@ -1,0 +1,79 @@
+"""The kernel-timer wait (``io/instant.py``) on the loops servelab runs (asyncio's and uvloop's):
+never before its instant, asleep until it (the thread blocks: a voluntary context switch, where
+a spin has none), its descriptor closed however the wait ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any
+
+import pytest
+import uvloop
+
+from servelab.io import instant
+
+pytestmark = pytest.mark.skipif(not instant.available(), reason="no timerfd on this platform")
+
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+def _run(loop: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(main())
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_wakes_at_or_after_the_instant_asleep_until_it(loop: str) -> None:
+    async def main() -> None:
+        before = _fds()
+        woke: list[int] = []
+        switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        for _ in range(20):
+            due = perf_counter_ns() + 1_200_000
+            await instant.wait_until(due)
+            woke.append(perf_counter_ns() - due)
+        slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - switches
+        assert min(woke) >= 0
+        assert slept >= 20  # the thread blocked in every wait: a spin never blocks
+        assert _fds() == before
+        slack = "/proc/self/timerslack_ns"  # the main thread's: this one's
+        assert not os.path.exists(slack) or Path(slack).read_text().strip() == "1000"
+
+    _run(loop, main)
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_past_instant_returns_at_once_and_a_cancelled_wait_closes_its_fd(loop: str) -> None:
+    async def main() -> None:
+        before = _fds()
+        await instant.wait_until(perf_counter_ns() - 1)
+        await instant.wait_until(0)
+        waits = [asyncio.create_task(instant.wait_until(perf_counter_ns() + 10**11))
+                 for _ in range(300)]  # fmt: skip
+        await asyncio.sleep(0.01)
+        assert _fds() >= before + 300  # each armed on a descriptor of its own
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+        assert all(wait.cancelled() for wait in waits)
+        assert _fds() == before
+
+    _run(loop, main)
+
+
+def test_an_instant_past_the_clocks_reach_is_refused_not_truncated() -> None:
+    async def main() -> None:
+        for when in (2**63, 2**80, 10**308):
+            with pytest.raises(ValueError, match="past the clock's reach"):
+                await instant.wait_until(when)
+
+    _run("asyncio", main)
