@@ -17,6 +17,7 @@ from servelab.io.specfile import load_spec
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 
+TARGET = f"knob:decode/{DEFAULT_KNOB}"
 SMALL = ("--concurrency", "1", "--requests", "2", "--warmup", "0", "--output-len", "4")
 
 
@@ -61,16 +62,21 @@ def test_case_test_refuses_a_deployment_with_nothing_running(tmp_path: Path) -> 
     opened = run_cli("case", "open", "answers went wrong", "-f", spec, *led, "--json")
     assert opened.returncode == 0, opened.stderr
     cid = str(json.loads(opened.stdout)["id"])
+    suspect = run_cli("case", "suspect", cid, TARGET, "--reason", "changed", "-f", spec, *led)
+    assert suspect.returncode == 0, suspect.stderr
     try:
-        done = run_cli("case", "test", cid, f"decode:{DEFAULT_KNOB}", "--test", "answers@C1",
+        done = run_cli("case", "test", cid, TARGET, "--test", "answers@C1", "--to", "512",
                        "--rounds", "1", "-f", spec, *led, timeout=100)  # fmt: skip
         assert done.returncode == 2, (done.stdout, done.stderr)
         words = "the deployment is not up (prefill, decode, router not ready: prefill: no answer"
         assert words in done.stderr, done.stderr
         assert "case test needs every service ready" in " ".join(done.stderr.split())
         assert all(pid is None for pid in _pids(spec).values())
-        unknown = run_cli("case", "test", "99", f"decode:{DEFAULT_KNOB}", "-f", spec, *led)
-        assert unknown.returncode != 0 and "99" in unknown.stderr, unknown.stderr
-        assert "not up" not in unknown.stderr, unknown.stderr  # the unknown case, said first
+        # the case, the target and its values are checked first
+        other = f"knob:decode/{DEFAULT_KNOB}X"
+        unknown = run_cli("case", "test", cid, other, "--test", "answers@C1", "--to", "512",
+                          "-f", spec, *led)  # fmt: skip
+        assert unknown.returncode != 0 and "is not a suspect of case" in unknown.stderr
+        assert "not up" not in unknown.stderr, unknown.stderr
     finally:
         run_cli("down", "-f", spec, *led)

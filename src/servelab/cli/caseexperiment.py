@@ -42,9 +42,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import bisect as bisection
 from servelab.ops.case import experiment as casetest
 from servelab.ops.case.answers import bisect_answers
-from servelab.ops.case.case import load_case
 from servelab.ops.context import Operation
-from servelab.ops.deploy.upcheck import refuse_not_up
 from servelab.report.answers import unchecked_phrase
 from servelab.report.case import (
     bisect_json,
@@ -125,9 +123,7 @@ def case_test(
     async def body(ledger: Ledger) -> casetest.CaseTestOutcome:
         loaded = where.deployment()
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
-            load_case(ledger, case_id)  # an unknown case is said first
-            await refuse_not_up(op, "case test")  # as ab: exit 2, before an arm is restarted
-            return await casetest.run_case_test(op, ledger, cfg)
+            return await casetest.run_case_test(op, ledger, cfg, up_first=True)
 
     outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if as_json:
