@@ -42,7 +42,7 @@ def test_bench_refuses_a_spec_whose_router_is_down_and_a_bare_url_is_not_refused
         doc = json.loads(done.stdout)
         assert doc["error_type"] == "RunRefused" and doc["exit_code"] == 2, doc
         assert "the deployment is not up (router not ready: router: " in doc["error"], doc
-        assert "bench needs the services it sends to ready" in doc["error"], doc
+        assert "bench needs the services it sends to up" in doc["error"], doc
         assert f"`servelab up -f {spec}`" in done.stderr, done.stderr
         assert _pids(spec) == before
         text = run_cli("bench", "-f", spec, "--ledger", str(ledger), *SMALL, timeout=100)

@@ -108,7 +108,7 @@ def _not_up(r: NotUp) -> str:
     names = ", ".join(service for service, _ in r.down)
     up = " ".join(("servelab", "up", *r.spec_args))
     needs = (
-        "the services it sends to ready (the entry point and the workers behind it) and refuses "
+        "the services it sends to up (the entry point and the workers behind it) and refuses "
         "before sending anything"
         if r.sends_only
         else "every service ready and refuses before starting or stopping anything"

@@ -174,7 +174,8 @@ class NotUp:
     down: tuple[tuple[str, ProbeResult], ...]
     spec_args: tuple[str, ...] = ()
     #: ``command`` only sends load (``bench``): it needs the services it sends to (the entry
-    #: point and the workers behind it) ready, not every one, and changes nothing.
+    #: point and the workers behind it) answering, not every one, and changes nothing: ``down``
+    #: holds those that gave no answer.
     sends_only: bool = False
 
 

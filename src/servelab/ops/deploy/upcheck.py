@@ -8,10 +8,11 @@ for a router that could never be ready, fail mid-way and leave the decode runnin
 :class:`~servelab.core.deploy.refusals.NotUp` (exit 2) naming each one not ready, before anything
 is started, stopped or written (``case test`` too, which restarts its arms as they do).
 ``bench -f SPEC`` measures only: :func:`refuse_not_serving` probes the services its load goes
-through (the entry point and the workers behind it) and refuses the same way, naming them, where
-it said only "no answer". Before that (``ab``, ``tune``, ``case test``), the processes serving
-the services must be this copy's: a copy of a running spec with its own state folder runs
-nothing of its own, and its arms would set its env files and restart the other copy's processes
+through (the entry point and the workers behind it) and refuses the same way, naming each that
+does not answer (down), where it said only "no answer" about its entry point. Before that
+(``ab``, ``tune``, ``case test``), the processes serving the services must be this copy's: a
+copy of a running spec with its own state folder runs nothing of its own, and its arms would set
+its env files and restart the other copy's processes
 (:func:`~servelab.ops.deploy.anothers.anothers_processes`, the check ``verify`` makes: a
 ``RunRefused`` carrying :class:`~servelab.core.deploy.refusals.AnothersProcesses`, exit 2).
 """
@@ -41,11 +42,12 @@ async def refuse_not_up(op: Operation, command: str) -> None:
 
 
 async def refuse_not_serving(loaded: LoadedSpec, command: str) -> None:
-    """Raise :class:`RunRefused` (:class:`NotUp`, ``sends_only``) unless the services load sent
-    to ``loaded``'s entry point goes through answer ready: the entry point (its proxy, else its
-    router), the router behind a proxy, the prefill and decode workers behind a router, and what
-    they depend on. Only HTTP probes: nothing else is read (``bench`` measures, changes
-    nothing; another copy's processes serving them serve its load as well)."""
+    """Raise :class:`RunRefused` (:class:`NotUp`, ``sends_only``) when a service that load
+    sent to ``loaded``'s entry point goes through gives no answer at its readiness path (down):
+    the entry point (its proxy, else its router), the router behind a proxy, the prefill and
+    decode workers behind a router, and what they depend on. Only HTTP probes: nothing else is
+    read (``bench`` measures, changes nothing; another copy's processes serving them serve its
+    load as well)."""
     spec = loaded.spec
     entry = spec.entry_point
     front = [entry, *(spec.by_role("router") if spec.service(entry).role == "proxy" else ())]
@@ -61,8 +63,11 @@ async def _refuse_down(
     op: Operation, command: str, names: list[str], *, sends_only: bool = False
 ) -> None:
     """:class:`NotUp` naming each of ``names`` whose readiness probe (one each, side by side)
-    is not ready."""
+    is not ready; ``sends_only``: each that gives no HTTP answer at all (down: nothing listens),
+    one answering otherwise (a custom entry point without the engine's readiness path, a worker
+    still loading) is left to the load's own checks, which say what it answered."""
     probes = await asyncio.gather(*(readiness(op, name) for name in names))
-    down = tuple((name, found) for name, found in zip(names, probes, strict=True) if not found.ok)
+    down = tuple((name, found) for name, found in zip(names, probes, strict=True)
+                 if (found.status is None if sends_only else not found.ok))  # fmt: skip
     if down:
         raise RunRefused(NotUp(command, down, tuple(op.loaded.spec_args), sends_only))
