@@ -96,7 +96,8 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
     text = run_cli(*args, timeout=280)
     assert text.returncode == 1, text.stderr
     lines = text.stdout.splitlines()
-    failed = [i for i, line in enumerate(lines) if line.startswith(f"revert of {DEFAULT_KNOB}")]
+    said = f"revert of decode:{DEFAULT_KNOB}"  # SERVICE:NAME, as --change/--knob take it
+    failed = [i for i, line in enumerate(lines) if line.startswith(said)]
     assert failed and f"→ {REFUSED} failed: restart of decode failed" in lines[failed[0]], lines
     then = [i for i, line in enumerate(lines) if line.startswith("then put back as found (")]
     assert then and then[0] > failed[0], lines  # after the failure and its log's tail

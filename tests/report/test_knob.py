@@ -36,3 +36,14 @@ def test_a_running_service_is_never_said_not_running() -> None:
     assert "decode is not running: the value is used at its next start" in (
         render_knob_change(stopped)
     )
+
+
+def test_a_reader_not_read_back_is_never_said_to_run_unset() -> None:
+    """Another reader of the file whose value was not read back (a router hides it, a host
+    error) is said so; one read unset is still said "(unset)"."""
+    change = replace(_change(), shared=(("router", None), ("decode2", None)),
+                     shared_unread=("router",))  # fmt: skip
+    text = render_knob_change(change)
+    assert f"  router reads the same file and its {K} not read back: `servelab restart " in text
+    assert "  decode2 reads the same file and runs with (unset): " in text
+    assert "router reads the same file and runs with" not in text

@@ -79,6 +79,7 @@ from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import TraceScan, scan_trace
 from servelab.ops.bench.bench import run_bench
 from servelab.ops.context import Operation
+from servelab.ops.deploy.upcheck import refuse_not_serving
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
@@ -297,6 +298,8 @@ def bench_command(
         _check_export(output.export, force, capacity=find_capacity)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
+        if loaded is not None and target.url is None:  # the spec's entry point: up?
+            run(refuse_not_serving(loaded, "bench"))  # exit 2 naming each one not ready
         # even with --model: an OpenAI server? (asked the way the load goes)
         listed = _check_models(url, dict(headers), _forward(path))
         check_lengths(workload, scan, listed.context_length, max(load.requests, load.warmup))

@@ -123,7 +123,7 @@ def case_test(
     async def body(ledger: Ledger) -> casetest.CaseTestOutcome:
         loaded = where.deployment()
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
-            return await casetest.run_case_test(op, ledger, cfg)
+            return await casetest.run_case_test(op, ledger, cfg, up_first=True)
 
     outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if as_json:

@@ -86,8 +86,9 @@ class Setting:
 
 
 def arm_label(settings: Sequence[Setting]) -> str:
-    """``KNOB=VALUE`` of each setting, comma-separated (how an error names the arm)."""
-    return ", ".join(f"{s.knob}={s.value}" for s in settings)
+    """``SERVICE:KNOB=VALUE`` of each setting, comma-separated (how an error names the arm: the
+    ``SERVICE:NAME`` form ``--change``/``--knob`` take)."""
+    return ", ".join(f"{s.service}:{s.knob}={s.value}" for s in settings)
 
 
 @dataclass(frozen=True)

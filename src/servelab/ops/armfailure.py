@@ -24,11 +24,12 @@ from collections.abc import AsyncIterator, Sequence
 from servelab.core.deploy.putback import KnobBack, PutBack
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.restart.contract import RestartReport
-from servelab.errors import DeployError
+from servelab.errors import DeployError, ServelabError
 from servelab.ops.context import Operation
 from servelab.ops.deploy.putback import put_back
 from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import RestartLeftDown
+from servelab.ops.fileids import file_identities
 
 __all__ = ["REASON", "as_found_on_failure"]
 
@@ -63,20 +64,26 @@ async def _put_back(
     fix it) when nothing is down but the put-back failed: never the failure alone."""
     put = await put_back(op, found, left_down=left_down, reason=REASON, failure=str(exc))
     if put.down:
-        raise RestartLeftDown(_left_down(op, found, put, exc)) from exc
+        raise RestartLeftDown(await _left_down(op, found, put, exc)) from exc
     if not put.ok:  # nothing down, yet a knob not back (a full ledger, a read-only env folder)
         raise PutBackAfterFailure(str(exc), put) from exc
 
 
-def _left_down(
+async def _left_down(
     op: Operation, found: Sequence[KnobBack], put: PutBack, exc: Exception
 ) -> RestartReport:
-    """The report a :class:`RestartLeftDown` carries: why, what is down, how to bring it up."""
+    """The report a :class:`RestartLeftDown` carries: why, what is down, how to bring it up.
+    Its plan is what ``restart`` restarts, the files compared by their identities on their host
+    (links to one file are one file), by their paths when those cannot be read (a host gone:
+    the failure is said, never replaced by that one)."""
+    same = None
+    with contextlib.suppress(ServelabError):
+        same = await file_identities(op)
     services = list(dict.fromkeys(knob.service for knob in found))
     knobs = ", ".join(f"{k.service} {_setting(k)}" for k in found)
     how = "stopped by a signal" if put.interrupted else put.error or "services still down"
     why = f"{exc}; putting {knobs} back as found: {how}"
-    return RestartReport(restart_plan(op.spec, services), [], error=why, down=list(put.down),
+    return RestartReport(restart_plan(op.spec, services, same), [], error=why, down=list(put.down),
                          recovery=list(put.recovery))  # fmt: skip
 
 

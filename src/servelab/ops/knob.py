@@ -60,7 +60,7 @@ from servelab.ops.arguments import (
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
-from servelab.ops.sharedfile import file_readers
+from servelab.ops.sharedfile import file_readers, read_back
 
 __all__ = [
     "check_setting",
@@ -265,6 +265,17 @@ async def _live_value(
     return pid, live.get(name), None
 
 
+async def _reader(op: Operation, other: str, knob: Knob) -> tuple[str, bool, str | None, bool]:
+    """(``other``, running, its live value, read back): a value that could not be read (a host
+    error, a router's command line written over: :func:`~servelab.ops.sharedfile.read_back`)
+    is not read back, never "unset"."""
+    pid, seen, error = await _live_value(op, other, knob.name)
+    if error is not None or pid is None:
+        return other, pid is not None, seen, error is None
+    said = await read_back(op, other, knob, seen)
+    return other, True, said.value, said.known
+
+
 async def _engine_value(op: Operation, service: str, knob: Knob, live: str | None) -> str | None:
     """What the engine reports it runs with, when it says (else ``live``): a process that read
     another value than its files say now is not "already running with" the new one."""
@@ -319,11 +330,10 @@ async def set_knob(
         if pid is not None and not knob.is_env and same_value(live, value):
             live = await _engine_value(op, service, knob, live)
         unread = await _unread(op, service, knob) if pid is not None else None
-        shared = [(other, await _live_value(op, other, name))
-                  for other in await file_readers(op, service, path, place)]  # fmt: skip
-    stale = tuple((other, seen) for other, (running, seen, error) in shared  # another value
-                  if error is not None
-                  or (running is not None and not same_value(seen, value)))  # fmt: skip
+        shared = [await _reader(op, other, knob) for other in
+                  await file_readers(op, service, path, place)]  # fmt: skip
+    stale = [(other, seen, read) for other, running, seen, read in shared  # another value
+             if not read or (running and not same_value(seen, value))]  # fmt: skip
     return KnobChange(
         service=service,
         name=name,
@@ -342,7 +352,8 @@ async def set_knob(
         live_error=live_error,
         place=place,
         unread=unread,
-        shared=stale,
+        shared=tuple((other, seen) for other, seen, _ in stale),
+        shared_unread=tuple(other for other, _, read in stale if not read),
     )
 
 

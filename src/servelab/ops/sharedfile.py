@@ -3,15 +3,20 @@ the same path, or a link to it): a change to a shared env file (two decode repli
 ``env_file``, or two env files linked to one) or ``config_file`` is a change to each of them,
 which the one restart rule restarts together
 (:func:`servelab.core.deploy.topology.restart_plan`). ``knob set`` names those still running
-another value; an arm (:mod:`servelab.ops.arm`) reads its value back from each of them."""
+another value (:func:`read_back`: a router's value as far as it can be read, else "not read
+back", never "unset"); an arm (:mod:`servelab.ops.arm`) reads its value back from each of them."""
 
 from __future__ import annotations
 
 from servelab.core.deploy.topology import file_identity, file_sharers
+from servelab.core.knob import Knob
+from servelab.core.knobs.places import LiveSource
+from servelab.core.knobs.serverinfo import Reported
+from servelab.ops.arguments import engine_arguments, live_argument
 from servelab.ops.context import Operation
 from servelab.ops.fileids import file_identities
 
-__all__ = ["file_readers"]
+__all__ = ["file_readers", "read_back"]
 
 
 async def file_readers(op: Operation, service: str, path: str, place: str) -> list[str]:
@@ -41,3 +46,21 @@ async def file_readers(op: Operation, service: str, path: str, place: str) -> li
             continue
         readers.append(name)
     return readers
+
+
+async def read_back(op: Operation, service: str, knob: Knob, live: str | None) -> Reported:
+    """``live`` (the value read from running ``service``'s process) as far as it was read. A
+    router writes over its command line and environment (sglang-router's ``sglang::router``),
+    so a value not found there is not "unset": an argument is read from what the router
+    reports it runs with (its policy); one it does not report (yet), or an env knob, is not
+    read back (``known`` False), never a value. Any other service: ``live``, known. ``where``
+    names the report a value was read from (empty: the process itself)."""
+    if op.spec.service(service).role != "router" or live is not None:
+        return Reported(True, live)
+    if not knob.is_env:
+        _, values = await live_argument(op, service, [knob])
+        got = values.get(knob.name)
+        if got is not None and got.source is not LiveSource.DEFAULT:  # its argv was read
+            return Reported(True, live)
+    said = (await engine_arguments(op, service, [knob]))[knob.name]
+    return said if said.known else Reported(False)

@@ -131,7 +131,8 @@ def revert_error(outcome: RevertOutcome) -> str | None:
 def revert_lines(outcome: RevertOutcome) -> list[str]:
     """``case revert``'s last lines, in the order things happened: reverted and verified, or
     not; a restart that failed, then what was put back and whether that is verified."""
-    what = f"{outcome.preview.knob} → {outcome.preview.revert_to}"
+    preview = outcome.preview  # SERVICE:NAME, as --change/--knob take it
+    what = f"{preview.service}:{preview.knob} → {preview.revert_to}"
     if outcome.ok:
         return [f"reverted {what}: verified live"]
     if outcome.put_back is None:

@@ -150,10 +150,12 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
     else:
         lines.append(f"  {change.service} is not running: the value is used at its next start")
     for other, live in change.shared:
-        lines.append(
-            f"  {other} reads the same file and runs with {show_value(mask(change.name, live))}: "
-            f"`{restart}` restarts it too"
+        runs = (
+            f"its {change.name} not read back"  # a router hides it: never said "unset"
+            if other in change.shared_unread
+            else f"runs with {show_value(mask(change.name, live))}"
         )
+        lines.append(f"  {other} reads the same file and {runs}: `{restart}` restarts it too")
     if change.unread is not None:
         lines.append(f"  warning: {change.name}: {describe_unread(change.unread)}")
     return "\n".join(lines) + "\n"

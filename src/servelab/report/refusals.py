@@ -107,10 +107,15 @@ def _not_up(r: NotUp) -> str:
     answers = "; ".join(f"{service}: {probe.describe()}" for service, probe in r.down)
     names = ", ".join(service for service, _ in r.down)
     up = " ".join(("servelab", "up", *r.spec_args))
+    needs = (
+        "the services it sends to up (the entry point and the workers behind it) and refuses "
+        "before sending anything"
+        if r.sends_only
+        else "every service ready and refuses before starting or stopping anything"
+    )
     return (
-        f"the deployment is not up ({names} not ready: {answers}): {r.command} needs every "
-        f"service ready and refuses before starting or stopping anything; bring it up with "
-        f"`{up}` (or see `servelab status`)"
+        f"the deployment is not up ({names} not ready: {answers}): {r.command} needs {needs}; "
+        f"bring it up with `{up}` (or see `servelab status`)"
     )
 
 

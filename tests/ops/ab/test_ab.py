@@ -215,7 +215,7 @@ knobs = ["{DEFAULT_KNOB}"]
     finally:
         await deploy.down(loaded)
     message = str(info.value)
-    assert message.startswith(f"arm {DEFAULT_KNOB}=256 is not live (")
+    assert message.startswith(f"arm svc:{DEFAULT_KNOB}=256 is not live (")
     assert message.endswith("): arm not measured")
     # the e2e check cannot even start: an http.server lists no model (no placeholder is sent)
     assert "live svc: live.restart_needed" in message and "e2e svc: e2e.error" in message

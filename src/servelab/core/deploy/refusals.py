@@ -165,13 +165,18 @@ class RouterOnWorkerPort:
 
 @dataclass(frozen=True)
 class NotUp:
-    """``command`` (``ab``, ``tune``) needs the deployment up, and each of ``down`` (a service
-    and its readiness probe's answer) is not ready: nothing was started or stopped. ``spec_args``
-    name the spec (``-f PATH``, empty: the default) for the ``up`` that brings it back."""
+    """``command`` (``ab``, ``tune``, ``case test``; ``bench``: ``sends_only``) needs the
+    deployment up, and each of ``down`` (a service and its readiness probe's answer) is not
+    ready: nothing was started or stopped. ``spec_args`` name the spec (``-f PATH``, empty: the
+    default) for the ``up`` that brings it back."""
 
     command: str
     down: tuple[tuple[str, ProbeResult], ...]
     spec_args: tuple[str, ...] = ()
+    #: ``command`` only sends load (``bench``): it needs the services it sends to (the entry
+    #: point and the workers behind it) answering, not every one, and changes nothing: ``down``
+    #: holds those that gave no answer.
+    sends_only: bool = False
 
 
 @dataclass(frozen=True)

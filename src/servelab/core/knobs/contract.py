@@ -62,6 +62,10 @@ class KnobChange:
     #: ``[service, live value]`` of each other running service that reads the same file and runs
     #: another value: it needs the restart too (``restart SERVICE`` restarts it with the service).
     shared: tuple[tuple[str, str | None], ...] = ()
+    #: The services of ``shared`` whose value could not be read back (a router writes over its
+    #: command line and environment and has not reported it; a host error): their value there
+    #: is None, unknown, never "unset".
+    shared_unread: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

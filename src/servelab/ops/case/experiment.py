@@ -69,6 +69,7 @@ from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.case.handedit import knob_history
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
+from servelab.ops.deploy.upcheck import refuse_not_up
 from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, knob_owner, live_knobs
 from servelab.ops.soak.soak import soak
@@ -260,8 +261,12 @@ async def run_case_test(
     cfg: CaseTestConfig,
     *,
     progress: Progress | None = None,
+    up_first: bool = False,
 ) -> CaseTestOutcome:
-    """Run the experiment, record it on the case, and return it (see the module docstring)."""
+    """Run the experiment, record it on the case, and return it (see the module docstring).
+    ``up_first`` (``case test``): a deployment not up is refused once the case, the target and
+    its values are checked, before any arm is restarted, as ``ab`` refuses it
+    (:func:`~servelab.ops.deploy.upcheck.refuse_not_up`, exit 2: it said only "no answer")."""
     started = time.monotonic()
     case = load_case(ledger, cfg.case_id)
     soak_id, workload = None, None
@@ -269,6 +274,8 @@ async def run_case_test(
         soak_id, workload = failing_workload(ledger, case, cfg.sessions)
     async with operation(where, ledger=ledger, progress=progress) as op:
         arms = await _arms(op, ledger, case, cfg)
+        if up_first:
+            await refuse_not_up(op, "case test")
         order = abba_order(cfg.rounds)
         answers = None if workload is not None else case_answers(op, cfg, arms.target, arms.revert)
         op.say(CaseTestPlanned(str(arms.target), arms.suspect, arms.revert, cfg.rounds,

@@ -48,10 +48,9 @@ from servelab.core.deploy.spec import start_order
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.contract import KnobDiff
-from servelab.core.knobs.places import LiveSource
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import DeployError, ServelabError
-from servelab.ops.arguments import argument_knob, engine_arguments, live_argument
+from servelab.ops.arguments import argument_knob
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.deploy.results import DeployInterrupted
@@ -59,6 +58,7 @@ from servelab.ops.deploy.services import readiness, tolerant
 from servelab.ops.deploy.settle import settle
 from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, live_knob, not_as_file, set_knob
+from servelab.ops.sharedfile import read_back
 
 __all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back", "still_live"]
 
@@ -327,17 +327,9 @@ async def still_live(op: Operation, service: str) -> list[StillLive]:
 
 async def _as_read(op: Operation, service: str, diff: KnobDiff) -> StillLive | None:
     """``diff`` as far as it was read (None: the router reports the file's value)."""
-    if op.spec.service(service).role != "router" or diff.live is not None:
-        return StillLive(service, diff.name, diff.live, diff.file)
-    knob = argument_knob(op, diff.name)
-    if not knob.is_env:
-        _, live = await live_argument(op, service, [knob])
-        got = live.get(knob.name)
-        if got is not None and got.source is not LiveSource.DEFAULT:  # its argv was read
-            return StillLive(service, diff.name, diff.live, diff.file)
-    said = (await engine_arguments(op, service, [knob]))[knob.name]
+    said = await read_back(op, service, argument_knob(op, diff.name), diff.live)
     if not said.known:
         return StillLive(service, diff.name, None, diff.file, read=False)
-    if same_value(said.value, diff.file):
+    if said.where and same_value(said.value, diff.file):  # the router's own report
         return None
     return StillLive(service, diff.name, said.value, diff.file)

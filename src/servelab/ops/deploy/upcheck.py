@@ -6,9 +6,13 @@ for a router that could never be ready, fail mid-way and leave the decode runnin
 :func:`refuse_not_up` probes every service's readiness path once, side by side, and raises
 :class:`~servelab.core.deploy.refusals.RunRefused` carrying a
 :class:`~servelab.core.deploy.refusals.NotUp` (exit 2) naming each one not ready, before anything
-is started, stopped or written. Before that, the processes serving the services must be this
-copy's: a copy of a running spec with its own state folder runs nothing of its own, and its arms
-would set its env files and restart the other copy's processes
+is started, stopped or written (``case test`` too, which restarts its arms as they do).
+``bench -f SPEC`` measures only: :func:`refuse_not_serving` probes the services its load goes
+through (the entry point and the workers behind it) and refuses the same way, naming each that
+does not answer (down), where it said only "no answer" about its entry point. Before that
+(``ab``, ``tune``, ``case test``), the processes serving the services must be this copy's: a
+copy of a running spec with its own state folder runs nothing of its own, and its arms would set
+its env files and restart the other copy's processes
 (:func:`~servelab.ops.deploy.anothers.anothers_processes`, the check ``verify`` makes: a
 ``RunRefused`` carrying :class:`~servelab.core.deploy.refusals.AnothersProcesses`, exit 2).
 """
@@ -18,11 +22,13 @@ from __future__ import annotations
 import asyncio
 
 from servelab.core.deploy.refusals import AnothersProcesses, NotUp, RunRefused
-from servelab.ops.context import Operation
+from servelab.core.deploy.topology import dependencies
+from servelab.io.specfile import LoadedSpec
+from servelab.ops.context import Operation, operation
 from servelab.ops.deploy.anothers import anothers_processes
 from servelab.ops.deploy.services import readiness
 
-__all__ = ["refuse_not_up"]
+__all__ = ["refuse_not_serving", "refuse_not_up"]
 
 
 async def refuse_not_up(op: Operation, command: str) -> None:
@@ -32,7 +38,36 @@ async def refuse_not_up(op: Operation, command: str) -> None:
     names = list(op.spec.services)
     if held := await anothers_processes(op, names):
         raise RunRefused(AnothersProcesses(held, command))
+    await _refuse_down(op, command, names)
+
+
+async def refuse_not_serving(loaded: LoadedSpec, command: str) -> None:
+    """Raise :class:`RunRefused` (:class:`NotUp`, ``sends_only``) when a service that load
+    sent to ``loaded``'s entry point goes through gives no answer at its readiness path (down):
+    the entry point (its proxy, else its router), the router behind a proxy, the prefill and
+    decode workers behind a router, and what they depend on. Only HTTP probes: nothing else is
+    read (``bench`` measures, changes nothing; another copy's processes serving them serve its
+    load as well)."""
+    spec = loaded.spec
+    entry = spec.entry_point
+    front = [entry, *(spec.by_role("router") if spec.service(entry).role == "proxy" else ())]
+    workers = [*spec.by_role("prefill"), *spec.by_role("decode")]
+    routed = any(spec.service(name).role == "router" for name in front)
+    wanted = dependencies(spec, [*front, *(workers if routed else ())])
+    names = [name for name in spec.services if name in wanted]  # spec order
+    async with operation(loaded) as op:
+        await _refuse_down(op, command, names, sends_only=True)
+
+
+async def _refuse_down(
+    op: Operation, command: str, names: list[str], *, sends_only: bool = False
+) -> None:
+    """:class:`NotUp` naming each of ``names`` whose readiness probe (one each, side by side)
+    is not ready; ``sends_only``: each that gives no HTTP answer at all (down: nothing listens),
+    one answering otherwise (a custom entry point without the engine's readiness path, a worker
+    still loading) is left to the load's own checks, which say what it answered."""
     probes = await asyncio.gather(*(readiness(op, name) for name in names))
-    down = tuple((name, found) for name, found in zip(names, probes, strict=True) if not found.ok)
+    down = tuple((name, found) for name, found in zip(names, probes, strict=True)
+                 if (found.status is None if sends_only else not found.ok))  # fmt: skip
     if down:
-        raise RunRefused(NotUp(command, down, tuple(op.loaded.spec_args)))
+        raise RunRefused(NotUp(command, down, tuple(op.loaded.spec_args), sends_only))

@@ -26,7 +26,7 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.case.record import CaseEvent
 from servelab.core.case.revert import revert_cost
 from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.deploy.topology import restart_plan
+from servelab.core.deploy.topology import FileIdentities, restart_plan
 from servelab.core.investigate.events import (
     BudgetSpent,
     ExperimentRestarts,
@@ -73,6 +73,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.fileids import file_identities
 from servelab.ops.investigate.begin import begin
 from servelab.ops.investigate.slow import (
     baseline_bench,
@@ -191,7 +192,7 @@ async def investigate(
                 tell(BudgetSpent(round(spent, 2), state.stage, state.ending))
                 outcome.stopped, outcome.next = True, action
                 break
-            if not _agreed(run, action):
+            if not await _agreed(run, action):
                 outcome.stopped, outcome.declined, outcome.next = True, True, action
                 break
             tell(StageStarted(state.stage, state.case_id))
@@ -216,8 +217,12 @@ def _close_unreproduced(run: _Run, state: InvestigationState) -> None:
     cases.resolve_case(run.ledger, state.case_id, run.phrase(state))
 
 
-def experiment_restarts(spec: DeploymentSpec, action: Action) -> ExperimentRestarts | None:
-    """What ``action`` co-restarts in ``spec`` (None: nothing, or not an experiment)."""
+def experiment_restarts(
+    spec: DeploymentSpec, action: Action, same: FileIdentities | None = None
+) -> ExperimentRestarts | None:
+    """What ``action`` co-restarts in ``spec`` (None: nothing, or not an experiment): what
+    ``restart`` restarts, its files compared by their identities ``same``
+    (:func:`~servelab.ops.fileids.file_identities`: links to one file are one file)."""
     match action:
         case KnobTest(suspect=s) | SlowTest(suspect=s):
             how, suspects = ("case test" if isinstance(action, KnobTest) else "ab"), (s,)
@@ -227,14 +232,16 @@ def experiment_restarts(spec: DeploymentSpec, action: Action) -> ExperimentResta
             how = "bisect"
         case _:
             return None
-    order = restart_plan(spec, {s.service for s in suspects})
+    order = restart_plan(spec, {s.service for s in suspects}, same)
     return ExperimentRestarts(how, tuple(s.target for s in suspects), tuple(order))
 
 
-def _agreed(run: _Run, action: Action) -> bool:
+async def _agreed(run: _Run, action: Action) -> bool:
     """An experiment that co-restarts runs once agreed (always, with ``yes``)."""
-    restarts = experiment_restarts(run.op.spec, action)
-    return run.cfg.yes or restarts is None or run.confirm("experiment", [restarts])
+    if run.cfg.yes:
+        return True
+    restarts = experiment_restarts(run.op.spec, action, await file_identities(run.op))
+    return restarts is None or run.confirm("experiment", [restarts])
 
 
 async def _do(run: _Run, state: InvestigationState, action: Action) -> InvestigationState:
