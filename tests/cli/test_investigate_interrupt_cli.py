@@ -11,6 +11,7 @@ a few delays after it (the window is a moment wide: the router being started), b
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -36,10 +37,12 @@ from tests.support.putbacks import answers
 from tests.support.specs import PdPorts, write_pd_spec
 
 TILE = "SGLANG_SM120_MLA_KV_TILE"
-#: (seconds after the arm's ``decode: started pid`` line, SIGINTs sent back to back): the decode
-#: being started (its ready check takes about 0.5 s here), then the router; one Ctrl-C, or two
-#: (an impatient operator: the second lands before the put-back took the signals over).
-TRIES = ((0.05, 2), (0.25, 1), (0.15, 2), (0.4, 1))
+#: When the group is signalled: seconds after the arm's ``decode: started pid`` line (the decode
+#: being started: its ready check takes about 0.5 s here), then each next SIGINT this much after
+#: the one before: one Ctrl-C, or two (an impatient operator; Python runs its handler once for
+#: signals that arrive together, so the second comes a moment later: while the cut launch is
+#: stopped, before the put-back takes the signals over).
+TRIES = ((0.05, ()), (0.05, (0.05,)), (0.2, (0.1,)), (0.1, (0.02,)))
 _rng = random.Random(os.getpid())
 
 
@@ -68,19 +71,21 @@ async def _incident(stack: LoadedSpec, ledger: Ledger) -> int:
 
 
 def _interrupted(
-    stack: LoadedSpec, ledger_file: Path, cid: int, delay: float, count: int
+    stack: LoadedSpec, ledger_file: Path, cid: int, delay: float, gaps: tuple[float, ...]
 ) -> tuple[int, str]:
-    """``investigate`` in its own process group, ``count`` SIGINTs to the group ``delay`` s after
-    its first arm's ``decode: started pid`` line; its exit code and stderr."""
+    """``investigate`` in its own process group, SIGINT to the group ``delay`` s after its first
+    arm's ``decode: started pid`` line, and again after each of ``gaps``; exit code, stderr."""
     argv = [sys.executable, "-m", "servelab", "investigate", "-f", stack.source, "--ledger",
             str(ledger_file), "--case", str(cid), "--symptom", "hang", "--yes", "--sessions", "4",
             "--rounds", "2", "--idle-timeout", "3", "--duration", "60"]  # fmt: skip
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           start_new_session=True) as proc:  # fmt: skip
-        return _signalled(proc, delay, count)
+        return _signalled(proc, delay, gaps)
 
 
-def _signalled(proc: subprocess.Popen[bytes], delay: float, count: int) -> tuple[int, str]:
+def _signalled(
+    proc: subprocess.Popen[bytes], delay: float, gaps: tuple[float, ...]
+) -> tuple[int, str]:
     lines: list[str] = []
     armed = threading.Event()
 
@@ -102,8 +107,11 @@ def _signalled(proc: subprocess.Popen[bytes], delay: float, count: int) -> tuple
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("no arm's co-restart seen:\n" + "".join(lines))
         time.sleep(delay)  # the point in the co-restart to cut, not a wait for a condition
-        for _ in range(count):
-            os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
+        for gap in gaps:
+            time.sleep(gap)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
@@ -118,19 +126,66 @@ def test_ctrl_c_during_investigates_experiment_never_leaves_the_router_down_unna
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     failures = []
-    for i, (delay, count) in enumerate(TRIES):
+    for i, (delay, gaps) in enumerate(TRIES):
         ledger_file = tmp_path / f"ledger{i}.db"
         with Ledger.open(ledger_file) as ledger:
             cid = asyncio.run(_incident(stack, ledger))
-        code, err = _interrupted(stack, ledger_file, cid, delay, count)
+        code, err = _interrupted(stack, ledger_file, cid, delay, gaps)
         down = [s for s in stack.spec.services if not answers(stack, s)]
         recovery = f"servelab up -f {stack.source}"
         named = f"down: {', '.join(down)}; bring them back with: {recovery}" in err
-        print(f"delay {delay} x{count}: exit {code}, down {down}, named {named}\n{err[-600:]}")
+        print(f"delay {delay} then {gaps}: exit {code}, down {down}, named {named}\n{err[-600:]}")
         assert code == 130, err
         assert "Traceback" not in err, err
         if down and not named:
-            failures.append((delay, count, down, err[-800:]))
+            failures.append((delay, gaps, down, err[-800:]))
         if down:
             assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
     assert failures == [], failures
+
+
+def _router_killed(stack: LoadedSpec) -> None:
+    """The router this module's stack runs, killed (its group, from its pid record) and seen not
+    answering (bounded)."""
+    record = json.loads((stack.state_dir / "run" / "router.json").read_text(encoding="utf-8"))
+    os.killpg(int(record["pgid"]), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while answers(stack, "router"):
+        assert time.monotonic() < deadline, "the router still answers"
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(600)
+def test_a_stop_where_no_put_back_runs_names_what_is_down_and_the_command(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    """Ctrl-C during the reproducing soak (nothing changed yet, so nothing to put back) with the
+    router gone meanwhile: the command reads the services and names it down, with ``up``."""
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        cid = asyncio.run(_incident(stack, ledger))
+    argv = [sys.executable, "-m", "servelab", "investigate", "-f", stack.source, "--ledger",
+            str(ledger_file), "--case", str(cid), "--symptom", "hang", "--yes", "--sessions", "4",
+            "--rounds", "2", "--idle-timeout", "3", "--duration", "60"]  # fmt: skip
+    try:
+        with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True) as proc:  # fmt: skip
+            assert proc.stderr is not None
+            seen = []
+            for raw in proc.stderr:  # up to the reproduction's start (ends with the process)
+                seen.append(raw.decode(errors="replace"))
+                if f"investigate case {cid}: reproduce" in seen[-1]:
+                    break
+            else:
+                pytest.fail("no reproduction seen:\n" + "".join(seen))
+            _router_killed(stack)
+            os.killpg(proc.pid, signal.SIGINT)
+            _out, rest = proc.communicate(timeout=300)
+        err = " ".join(("".join(seen) + rest.decode(errors="replace")).split())
+        assert proc.returncode == 130, err
+        assert (f"stopped before the deployment was put back; down: router; bring them back "
+                f"with: servelab up -f {stack.source}") in err, err  # fmt: skip
+        assert " interrupted" in err and "Traceback" not in err, err
+    finally:
+        assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
+    assert answers(stack, "router")
