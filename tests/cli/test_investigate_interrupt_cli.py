@@ -5,7 +5,9 @@ command that brings it back; never the router left down and unnamed (issue 38).
 
 ``investigate`` runs in a process group of its own, as a terminal's foreground job; the test waits
 (reading its stderr) for the arm's ``decode: started pid`` line, then signals the group at one of
-a few delays after it (the window is a moment wide: the router being started), bounded.
+a few delays after it (the window is a moment wide: the router being started), bounded. A stop
+where no put-back runs (Ctrl-C in the reproducing soak, the router gone meanwhile) reads the
+services and names the router down with ``servelab up`` (on main: "interrupted", nothing named).
 """
 
 from __future__ import annotations
