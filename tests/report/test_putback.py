@@ -8,7 +8,12 @@ from dataclasses import replace
 from servelab.core.case.record import PutBackEvent
 from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.ledger.codec import decode, encode
-from servelab.report.putback import after_failure, describe_put_back, render_put_back
+from servelab.report.putback import (
+    after_failure,
+    describe_put_back,
+    render_left_down,
+    render_put_back,
+)
 
 KNOB = KnobBack("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "512")
 FLAG = KnobBack("decode", "--disable-radix-cache", None)
@@ -110,3 +115,9 @@ def test_a_case_put_back_event_says_what_was_put_back_and_whether_it_is_verified
     unproven = PutBack(written=(KNOB,))
     assert after_failure(unproven).endswith("NOT verified: a knob's live value or a service's "
                                             "readiness was not as found")  # fmt: skip
+
+
+def test_a_stop_no_put_back_said_names_what_is_down_and_the_command() -> None:
+    text = render_left_down(["decode", "router"], ["servelab", "up", "-f", "my spec.toml"])
+    assert text == ("stopped before the deployment was put back; down: decode, router; "
+                    "bring them back with: servelab up -f 'my spec.toml'\n")  # fmt: skip

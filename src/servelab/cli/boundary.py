@@ -63,6 +63,7 @@ __all__ = [
     "error",
     "exit_code",
     "interruption",
+    "interruption_noted",
     "json_option",
     "note_interruption",
     "print_json",
@@ -191,6 +192,11 @@ _left: list[Left] = []
 def note_interruption(left: Left) -> None:
     """Note what the command's interruption left (see :class:`Left`)."""
     _left.append(left)
+
+
+def interruption_noted() -> bool:
+    """Whether the current command noted what its interruption left."""
+    return bool(_left)
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:

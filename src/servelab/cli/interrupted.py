@@ -15,24 +15,34 @@ put-back after it) is noted the same way, without a signal: its one line names t
 and the ``--json`` failure document gets ``down``, ``recovery`` and the ``report``; so is a
 value put back after it failed (:class:`~servelab.ops.deploy.refused.PutBackAfterFailure`:
 ``ab``'s last step), with its ``put_back``.
+
+:func:`naming_down` is the last word of a command that co-restarts (``investigate``): stopped by a
+signal where nothing noted what it left (a second Ctrl-C before a put-back took the signals
+over: ``KeyboardInterrupt`` at once, the router stopped), the services are read
+(:func:`servelab.ops.investigate.left.left_down`) and those down are noted with the command that
+brings them back; never a deployment left down and unnamed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shlex
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from servelab.cli.boundary import Left, note_interruption
+from servelab.cli.boundary import Left, interruption_noted, note_interruption, run
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
+from servelab.errors import ServelabError
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.deploy.putback import PutBackInterrupted
 from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
+from servelab.ops.investigate.left import left_down
 from servelab.report.deploy import render_interruption
-from servelab.report.putback import render_put_back
+from servelab.report.putback import render_left_down, render_put_back
 
-__all__ = ["noting"]
+__all__ = ["naming_down", "noting"]
 
 T = TypeVar("T")
 
@@ -67,4 +77,22 @@ async def noting(work: Awaitable[T]) -> T:
         else:  # up, a rolling restart: the report says what it stopped, or left out
             left = Left(text, None, None, "report", encode(report))
         note_interruption(left)
+        raise
+
+
+@contextlib.contextmanager
+def naming_down(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
+    """For a command's block: stopped by a signal with nothing noted, the services of
+    ``deployment()`` that are down are noted with the command that brings them back (a third
+    signal, or a spec that cannot be read: nothing more is said)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not interruption_noted():
+            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
+                report = run(left_down(deployment()))
+                if report is not None:
+                    text = render_left_down(report.down, report.recovery)
+                    note_interruption(Left(text, tuple(report.down), _line(report.recovery),
+                                           "report", encode(report)))  # fmt: skip
         raise

@@ -8,12 +8,13 @@ by :func:`servelab.report.deploy.render_interruption`.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from servelab.core.case.record import PutBackEvent
 from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.redaction import mask
 
-__all__ = ["after_failure", "describe_put_back", "render_put_back"]
+__all__ = ["after_failure", "describe_put_back", "render_left_down", "render_put_back"]
 
 
 def _value(value: str | None) -> str:
@@ -46,6 +47,13 @@ def _left(put: PutBack) -> list[str]:
         *(f"{name}: down" for name in put.down),
         f"put back with: {shlex.join(put.recovery)}",
     ]
+
+
+def render_left_down(down: Sequence[str], recovery: Sequence[str]) -> str:
+    """A command stopped where nothing put the deployment back: what is down, how to bring it
+    back (read from the services after the stop)."""
+    return (f"stopped before the deployment was put back; down: {', '.join(down)}; "
+            f"bring them back with: {shlex.join(recovery)}\n")  # fmt: skip
 
 
 def render_put_back(put: PutBack) -> str:
