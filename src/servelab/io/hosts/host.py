@@ -155,7 +155,10 @@ class LocalHost:
         except OSError as exc:
             raise HostError(f"{self.name}: cannot run {cmd!r}: {exc}") from exc
         try:
-            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel (a stop
+            # signal) that arrives as the command ends, and the caller goes on as if none came
+            async with asyncio.timeout(timeout):
+                out, err = await proc.communicate(input)
         except TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
