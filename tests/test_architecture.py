@@ -599,6 +599,8 @@ _WRITES_ALLOWED = {
     ("io/lock.py", "os.open"), ("io/lock.py", "os.ftruncate"), ("io/lock.py", "os.pwrite"),
     # /dev/null opened to point a lost stdout/stderr at it (Python's note on SIGPIPE): no file.
     ("cli/streams.py", "os.open"),
+    # a text stream onto descriptor 1 or 2 when Python made none (``>&-``): no file either.
+    ("cli/streams.py", "open(mode='w')"),
 }  # fmt: skip
 #: Calls that write (or create, move, truncate) a file, by attribute name or dotted name.
 _WRITING_METHODS = {"write_text", "write_bytes", "rename", "symlink_to", "hardlink_to", "touch"}

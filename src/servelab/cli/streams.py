@@ -77,35 +77,58 @@ class KeptStream:
 @dataclass
 class KeptStreams:
     """The streams of a command while it runs (:func:`kept_streams`): standard output's and
-    standard error's, each None when the process started without it (``>&-``: Python's
-    ``sys.stdout`` is None, and rich and click write nowhere)."""
+    standard error's (a process started without one, ``>&-``, gets one onto ``/dev/null``:
+    :func:`_held`)."""
 
-    out: KeptStream | None
-    err: KeptStream | None
+    out: KeptStream
+    err: KeptStream
 
     def unsaid(self) -> OSError | None:
         """The first output lost otherwise than to a closed pipe (a full disk, a terminal gone),
         as an ``OSError`` naming the stream: the command did its work, but what it said is not
         where the user sent it (None: nothing lost, or only to a reader that left)."""
         for stream in (self.out, self.err):
-            lost = None if stream is None else stream.lost
-            if stream is not None and lost is not None and lost.errno != errno.EPIPE:
+            lost = stream.lost
+            if lost is not None and lost.errno != errno.EPIPE:
                 return OSError(lost.errno, lost.strerror or str(lost), stream.name)
         return None
 
 
-def _kept(stream: TextIO | None, name: str) -> KeptStream | None:
-    if stream is None or isinstance(stream, KeptStream):
+def _held(fd: int) -> TextIO:
+    """A text stream onto descriptor ``fd`` for a process Python gave no stream there: the process
+    started with it closed (``>&-``), so ``fd`` is first pointed at ``/dev/null``. Held, no file
+    servelab opens later (a lock, the ledger) can take the number and receive what is written to
+    standard output (a child's inherited output); and what the command says goes nowhere, as the
+    user asked, never into a traceback."""
+    _hold(fd)
+    return open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
+def _hold(fd: int) -> None:
+    """Point descriptor ``fd`` at ``/dev/null`` if the process started with it closed."""
+    try:
+        os.fstat(fd)
+    except OSError:  # closed: /dev/null takes its number
+        devnull = os.open(os.devnull, os.O_RDWR)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+
+
+def _kept(stream: TextIO | None, fd: int, name: str) -> KeptStream:
+    if isinstance(stream, KeptStream):
         return stream
-    return KeptStream(stream, name)
+    return KeptStream(_held(fd) if stream is None else stream, name)
 
 
 @contextlib.contextmanager
 def kept_streams() -> Iterator[KeptStreams]:
     """``sys.stdout`` and ``sys.stderr`` as :class:`KeptStream` s for the block, put back after it
-    (streams already kept are kept once, a stream the process has not is left None)."""
+    (streams already kept are kept once; a descriptor the process started without is held
+    onto ``/dev/null``, :func:`_held`)."""
+    _hold(0)  # ``<&-``: the first file opened would otherwise be read as standard input
     before = sys.stdout, sys.stderr
-    out, err = _kept(before[0], "standard output"), _kept(before[1], "standard error")
+    out, err = _kept(before[0], 1, "standard output"), _kept(before[1], 2, "standard error")
     sys.stdout, sys.stderr = cast("TextIO", out), cast("TextIO", err)
     try:
         yield KeptStreams(out, err)
