@@ -36,6 +36,7 @@ from servelab.core.verify.checks import (
     KnobInFile,
     KnobLive,
     KnobLiveVsSpec,
+    KnobNotReadBack,
     Layer,
     LayerSkipped,
     LiveProcess,
@@ -236,6 +237,15 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
      "live 512, spec pins 512; no env file to compare"),
     (C.LIVE_NO_ENV_FILE, KnobLiveVsSpec(4242, "pid record", K, None, None),
      "live (unset); no env file to compare"),
+    (C.LIVE_NOT_READ_BACK, KnobNotReadBack(4242, "pid record", "SERVELAB_SIM_TIME_SCALE", "0.25"),
+     "not read back (file 0.25): pid 4242, a router, wrote over its environment; not known to be "
+     "live, not known not to be"),
+    (C.LIVE_NOT_READ_BACK, KnobNotReadBack(4242, "pid record", "API_TOKEN", "sk-abcdef123456"),
+     "not read back (file ***): pid 4242, a router, wrote over its environment; not known to be "
+     "live, not known not to be"),
+    (C.LIVE_NOT_READ_BACK, KnobNotReadBack(4242, "pid record", K, None),
+     "not read back (file unset): pid 4242, a router, wrote over its environment; not known to "
+     "be live, not known not to be"),
     (C.LIVE_ROUTER_AS_SPEC, RouterLaunch(4242),
      "pid 4242 (pid record): launched with the router settings the spec gives"),
     (C.LIVE_ROUTER_RESTART_NEEDED,

@@ -50,6 +50,7 @@ from servelab.core.deploy.events import (
     KnobNotAsFile,
     LaunchTimedOut,
     OtherDeploymentsRecord,
+    RestartingBehind,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -108,7 +109,7 @@ def describe_progress(event: ProgressEvent) -> str:
             | ServiceAlreadyUp() | KnobNotAsFile() | ServiceStopped() | StopFailed()
             | ServiceFailed() | UpUndone() | RestartPlanned() | EnvFileRestored() | UnitReloaded()
             | RollingPlanned() | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
-            | RouterNotAsSpec()
+            | RouterNotAsSpec() | RestartingBehind()
         ):  # fmt: skip
             return _deploy(event)
         case ReadingEnvFile(service=service):
@@ -171,7 +172,7 @@ def _deploy(
     event: ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady
     | ServiceAlreadyUp | KnobNotAsFile | ServiceStopped | StopFailed | ServiceFailed | UpUndone
     | RestartPlanned | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted
-    | RollPhaseFailed | OtherDeploymentsRecord | RouterNotAsSpec,
+    | RollPhaseFailed | OtherDeploymentsRecord | RouterNotAsSpec | RestartingBehind,
 ) -> str:  # fmt: skip
     match event:
         case ServiceStarted(service=service, pid=pid, host=host, log=log):
@@ -214,6 +215,9 @@ def _deploy(
         case UpUndone(interrupted=interrupted, stopping=stopping):
             what = "up interrupted" if interrupted else "up failed"
             return f"{what}; stopping what this run started: {', '.join(stopping) or 'nothing'}"
+        case RestartingBehind(service=service, behind=behind):
+            verb = "was" if len(behind) == 1 else "were"
+            return f"{service}: restarting ({', '.join(behind)} {verb} started behind it)"
         case RestartPlanned(plan=plan):
             return f"restart plan: {' -> '.join(plan)}"
         case EnvFileRestored(service=service, source=source):

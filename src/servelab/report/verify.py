@@ -41,6 +41,7 @@ from servelab.core.verify.checks import (
     KnobInFile,
     KnobLive,
     KnobLiveVsSpec,
+    KnobNotReadBack,
     Layer,
     LayerSkipped,
     LiveProcess,
@@ -125,6 +126,10 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _process(code, data)
         case KnobLive():
             return _knob_live(data)
+        case KnobNotReadBack(pid=pid, knob=knob, file=real_file):
+            file = "unset" if real_file is None else mask(knob, real_file)
+            return (f"not read back (file {file}): pid {pid}, a router, wrote over its "
+                    "environment; not known to be live, not known not to be")  # fmt: skip
         case KnobLiveVsSpec(knob=knob, live=real_live, spec=real_spec):
             live, spec = mask(knob, real_live), mask(knob, real_spec)
             pinned = f", spec pins {spec}" if spec is not None else ""

@@ -17,6 +17,7 @@ from servelab.core.deploy.topology import (
     router_argv,
     service_argv,
     sim_argv,
+    started_behind,
     stop_order,
     up_plan,
 )
@@ -61,6 +62,19 @@ def test_restart_plan_co_restarts_dependents(spec: DeploymentSpec) -> None:
     assert restart_plan(spec, ["web"]) == ["web"]
     assert restart_plan(spec, ["router", "decode"]) == ["decode", "router", "proxy"]
     assert dependents(spec, ["router"]) == {"router", "proxy"}
+
+
+def test_up_restarts_what_runs_behind_a_service_it_started(spec: DeploymentSpec) -> None:
+    # the one restart rule, for ``up``: a router found running behind a decode this ``up``
+    # started is restarted after it (its circuits were open), as ``restart decode`` does
+    assert started_behind(spec, "router", ["decode"]) == ("decode",)
+    assert started_behind(spec, "router", ["decode", "prefill"]) == ("prefill", "decode")
+    assert started_behind(spec, "proxy", ["decode"]) == ("decode",)  # transitively
+    assert started_behind(spec, "decode", ["prefill"]) == ("prefill",)
+    assert started_behind(spec, "router", []) == ()
+    assert started_behind(spec, "prefill", ["decode", "router"]) == ()  # dependents: no
+    assert started_behind(spec, "web", ["prefill", "decode"]) == ()
+    assert started_behind(spec, "router", ["router"]) == ()  # itself: no
 
 
 def test_unknown_service_is_spec_error(spec: DeploymentSpec) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "LaunchTimedOut",
     "OtherDeploymentsRecord",
     "RestartPlanned",
+    "RestartingBehind",
     "RollPhaseFailed",
     "RollPhaseStarted",
     "RollingPlanned",
@@ -175,6 +176,15 @@ class UpUndone:
 
 
 @dataclass(frozen=True)
+class RestartingBehind:
+    """``up`` restarts ``service``, found already running, because it started ``behind`` (what
+    ``service`` depends on) under it (:func:`~servelab.core.deploy.topology.started_behind`)."""
+
+    service: str
+    behind: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RestartPlanned:
     """A co-restart's order."""
 
@@ -232,6 +242,7 @@ DeployProgress = (
     | ServiceStopped
     | StopFailed
     | ServiceFailed
+    | RestartingBehind
     | UpUndone
     | RestartPlanned
     | CoRestarting

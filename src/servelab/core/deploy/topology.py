@@ -8,6 +8,9 @@ Plans:
 
 - ``up``: the requested services and everything they depend on, dependencies first;
 - ``down``: the requested services and everything that depends on them, dependents first;
+- ``up``: a service found already running behind one this ``up`` starts (a router whose decode
+  was dead, a decode whose prefill was) is restarted after it (:func:`started_behind`), by the
+  same rule as ``restart``'s;
 - ``restart``: the requested services and, after each, everything that depends on it, in start
   order. Restarting decode also restarts the router; restarting prefill restarts decode and the
   router (the reference incident's prefill → decode → router co-restart): a router keeps its
@@ -45,6 +48,7 @@ __all__ = [
     "router_argv",
     "service_argv",
     "sim_argv",
+    "started_behind",
     "stop_order",
     "up_plan",
 ]
@@ -144,6 +148,16 @@ def down_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> li
     """What ``down`` stops: the services and their dependents, dependents first."""
     wanted = dependents(spec, _selected(spec, services))
     return [name for name in stop_order(spec) if name in wanted]
+
+
+def started_behind(spec: DeploymentSpec, name: str, started: Iterable[str]) -> tuple[str, ...]:
+    """The services of ``started`` (this ``up`` started them) that ``name`` depends on,
+    transitively, in start order: when any, ``name``, found already running, is restarted after
+    them, as ``restart`` restarts a dependent after the service it depends on (a router keeps its
+    worker connections and its circuit breaker's state, a decode its bootstrap peers)."""
+    behind = dependencies(spec, [name]) - {name}
+    wanted = {other for other in started if other in behind}
+    return tuple(other for other in start_order(spec) if other in wanted)
 
 
 def restart_plan(

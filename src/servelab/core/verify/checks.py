@@ -64,6 +64,7 @@ __all__ = [
     "KnobInFile",
     "KnobLive",
     "KnobLiveVsSpec",
+    "KnobNotReadBack",
     "Layer",
     "LayerSkipped",
     "LiveProcess",
@@ -111,6 +112,9 @@ class CheckCode(StrEnum):
     LIVE_RESTART_NEEDED = "live.restart_needed"
     LIVE_LOST_ON_RESTART = "live.lost_on_restart"
     LIVE_DIFFERS = "live.differs"
+    #: a router's environment reads blank (sglang-router writes its title over it): the knob is
+    #: not read back, neither a pass nor a failure (``skip``), never "restart needed"
+    LIVE_NOT_READ_BACK = "live.not_read_back"
     LIVE_NO_ENV_FILE = "live.no_env_file"  # fails when the live value differs from the spec's pin
     LIVE_ARGUMENT_MATCH = "live.argument_match"  # an argument knob: file vs the process's argv
     LIVE_ARGUMENT_UNSET = "live.argument_unset"
@@ -267,6 +271,20 @@ class KnobLive:
 
 
 @dataclass(frozen=True)
+class KnobNotReadBack:
+    """``live.not_read_back``: the router's environment reads blank (its process wrote over it),
+    so the knob (``file``: its env file's value; None: unset there, or no env file) cannot be
+    read back from it."""
+
+    _masked = masked_serializer("knob", "file")
+
+    pid: int
+    pid_source: str
+    knob: str
+    file: str | None
+
+
+@dataclass(frozen=True)
 class KnobLiveVsSpec:
     """``live.no_env_file``: no env file to compare with, so the live value against the spec's pin
     (``file`` is always None)."""
@@ -294,7 +312,7 @@ class RouterLaunch:
 
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
-    | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
+    | KnobLive | KnobLiveVsSpec | KnobNotReadBack | HealthProbe | E2EProbe | WorkerReach
     | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
     | LayerSkipped | AnswerProbes | RouterLaunch
 )  # fmt: skip
@@ -322,6 +340,7 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
+    _C.LIVE_NOT_READ_BACK: KnobNotReadBack,
     **dict.fromkeys((_C.LIVE_ROUTER_AS_SPEC, _C.LIVE_ROUTER_RESTART_NEEDED), RouterLaunch),
     **dict.fromkeys((_C.HEALTH_UNREACHABLE, _C.HEALTH_HTTP_ERROR, _C.HEALTH_READY,
                      _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING,
@@ -365,6 +384,7 @@ class Check:
         match self.data:
             case (
                 KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob)
+                | KnobNotReadBack(knob=knob)
                 | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob) | UnreadKnob(knob=knob)
                 | ArgumentDropped(knob=knob)
             ):  # fmt: skip

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from servelab.core.redaction import mask
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive
-from servelab.core.verify.checks import Check, CheckCode, KnobLive, LayerSkipped
+from servelab.core.verify.checks import Check, CheckCode, KnobLive, KnobNotReadBack, LayerSkipped
 from servelab.core.verify.record import UntypedCheck
 
 __all__ = [
@@ -49,12 +49,12 @@ def masked_knob_live(data: KnobLive) -> KnobLive:
 
 
 def result_of(check: Check | UntypedCheck) -> CheckResult:
-    """``skip`` for a layer not checked (``e2e.skipped``: neither a pass nor a failure), else
-    ``pass``/``fail``."""
+    """``skip`` for a layer not checked (``e2e.skipped``) and a knob not read back
+    (``live.not_read_back``): neither a pass nor a failure; else ``pass``/``fail``."""
     if isinstance(check, Check):
-        if isinstance(check.data, LayerSkipped):
+        if isinstance(check.data, LayerSkipped | KnobNotReadBack):
             return CheckResult.SKIP
         return CheckResult.PASS if check.ok else CheckResult.FAIL
-    if check.code == CheckCode.E2E_SKIPPED.value:
+    if check.code in (CheckCode.E2E_SKIPPED.value, CheckCode.LIVE_NOT_READ_BACK.value):
         return CheckResult.SKIP
     return CheckResult.PASS if check.ok else CheckResult.FAIL

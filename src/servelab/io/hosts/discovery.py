@@ -53,6 +53,7 @@ __all__ = [
     "owner_of",
     "read_live",
     "read_live_args",
+    "read_live_unless_blank",
     "service_logs",
     "unit_main_pid",
     "unit_needs_reload",
@@ -260,3 +261,13 @@ async def read_live_args(
 async def read_live(host: Host, pid: int, names: Iterable[str]) -> dict[str, str]:
     """The live values of ``names`` only; every other variable stays inside this function."""
     return select(parse_environ(await host.read_environ(pid)), list(names))
+
+
+async def read_live_unless_blank(
+    host: Host, pid: int, names: Iterable[str]
+) -> dict[str, str] | None:
+    """:func:`read_live`, or None when the process's environment reads blank (not one variable:
+    a process that wrote over it, as sglang-router's title ``sglang::router`` does): nothing in
+    it can be read back, which is not "unset"."""
+    environ = parse_environ(await host.read_environ(pid))
+    return select(environ, list(names)) if environ else None

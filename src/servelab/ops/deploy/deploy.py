@@ -4,9 +4,12 @@
 - :func:`up` starts services in dependency order, each gated on readiness (its ``readiness_path``
   polled until 200 or ``ready_timeout_s``; a process that exits meanwhile fails at once). Services
   already up and ready are skipped (each declared knob it runs at another value than its file's
-  warned about, with the restart that applies the file). On any failure (a service, Ctrl-C, a
-  progress callback that raises) it stops what *it* started, the one that was starting too, in
-  reverse order, records the failure in the ledger, and re-raises:
+  warned about, with the restart that applies the file), except one behind which this ``up``
+  started a service it depends on: it is restarted after it, as ``restart`` restarts a dependent
+  (:func:`~servelab.core.deploy.topology.started_behind`; a router whose decode was killed kept
+  its circuits open for 60 s, refusing every request while ``up`` said ok). On any failure (a
+  service, Ctrl-C, a progress callback that raises) it stops what *it* started, the one that was
+  starting too, in reverse order, records the failure in the ledger, and re-raises:
   :class:`~servelab.errors.HealthTimeout` or :class:`~servelab.errors.ServiceStartError`
   naming the service, its last probe answer and its log; cancelled, :class:`DeployInterrupted`
   carrying the report (which services it stopped).
@@ -46,6 +49,7 @@ from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, Serv
 from servelab.core.deploy.events import (
     EnvFileRestored,
     KnobNotAsFile,
+    RestartingBehind,
     RestartPlanned,
     RouterNotAsSpec,
     ServiceFailed,
@@ -56,7 +60,7 @@ from servelab.core.deploy.record import DeploymentRecord, PreflightFailed
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.steps import Step, StepFailure
-from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
+from servelab.core.deploy.topology import down_plan, restart_plan, started_behind, up_plan
 from servelab.core.deploy.whose import others_of
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import DeployReport, RestartReport
@@ -141,7 +145,13 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
     try:
         for name in up_plan(op.spec, services):
             step = await already_up(op, name)
-            if step is None:
+            behind = started_behind(op.spec, name, started) if step is not None else ()
+            if behind:  # the one restart rule: restarted after what it depends on
+                op.say(RestartingBehind(name, behind))
+                started.append(name)
+                await stop(op, name)
+                step = await start(op, name)
+            elif step is None:
                 started.append(name)  # before it runs: a failure midway stops it too
                 step = await start(op, name)
             else:

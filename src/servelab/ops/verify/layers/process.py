@@ -4,7 +4,10 @@ The process serving the service (pid record, systemd MainPID, or port owner), it
 ``/proc/PID/environ`` narrowed to the tracked names at once, compared with the env file: "in file
 but not live: restart needed", "live but not in file: lost on next restart", "differs". Without an
 env file, the live value against the spec's pin. An argument knob's process value (its
-``/proc/PID/cmdline``) is read with the engine's report (:mod:`.engine`), in one check.
+``/proc/PID/cmdline``) is read with the engine's report (:mod:`.engine`), in one check. A router
+whose environment reads blank (sglang-router writes its title, ``sglang::router``, over it) has
+each knob "not read back" (``live.not_read_back``, skipped: never "restart needed" from a value
+that cannot be read), as ``knob set`` and the put-back word it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from servelab.core.verify.checks import (
     CheckCode,
     KnobLive,
     KnobLiveVsSpec,
+    KnobNotReadBack,
     Layer,
     LiveProcess,
 )
 from servelab.core.verify.events import ReadingLiveEnv
 from servelab.errors import ServelabError
-from servelab.io.hosts.discovery import find_process, read_live
+from servelab.io.hosts.discovery import find_process, read_live, read_live_unless_blank
 from servelab.ops.verify.layers.file import FileState, file_state
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, failed
 
@@ -43,7 +47,13 @@ async def _checks(ctx: ReadContext, state: FileState) -> list[Check]:
         return [] if state.arguments else [Check(service, True, _C.LIVE_NO_KNOBS, where)]
     if state.path is not None and state.env is None:
         return [Check(service, False, _C.LIVE_FILE_UNREADABLE, where)]
-    live = await read_live(host, pid, names)
+    if svc.role == "router":
+        read = await read_live_unless_blank(host, pid, names)
+        if read is None:  # written over: nothing in it is read back
+            return [_not_read_back(service, name, file_values.get(name), where) for name in names]
+        live = read
+    else:
+        live = await read_live(host, pid, names)
     if state.path is None:  # no env file (e.g. a unit's Environment=): live against the spec
         return [_vs_spec(service, name, svc.knobs.get(name), live.get(name), where)
                 for name in names]  # fmt: skip
@@ -54,6 +64,12 @@ async def _checks(ctx: ReadContext, state: FileState) -> list[Check]:
         data = KnobLive(pid, proc.source, name, file, value, verdict)
         checks.append(Check(service, verdict.ok, _C.of_verdict(verdict), data))
     return checks
+
+
+def _not_read_back(service: str, name: str, file: str | None, where: LiveProcess) -> Check:
+    assert where.pid is not None
+    data = KnobNotReadBack(where.pid, where.pid_source, name, file)
+    return Check(service, True, _C.LIVE_NOT_READ_BACK, data)
 
 
 def _vs_spec(

@@ -1,0 +1,47 @@
+"""A router whose env file holds an allow-listed name (``SERVELAB_SIM_TIME_SCALE``) is verified as
+"not read back", never "in file but not live: restart needed" (issue 38, M2): sglang-router writes
+its process title (``sglang::router``) over its argv and environment, so ``/proc/PID/environ``
+reads blank; ``restart router`` failed its verification though the router served. A value that
+cannot be read is never a FAILED verdict. Real processes: the simulated workers, the real
+sglang-router 0.3.2."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.generic import servelab_in
+from tests.support.processes import live_procs_under
+from tests.support.specs import PdPorts, write_pd_spec
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Path]:
+    write_pd_spec(tmp_path, ports=PdPorts.free(proxy=False))
+    (tmp_path / "env" / "router.env").write_text("SERVELAB_SIM_TIME_SCALE=0.25\n")
+    code, _, err = servelab_in(tmp_path, "up")
+    assert code == 0, err
+    try:
+        yield tmp_path
+    finally:
+        servelab_in(tmp_path, "down")
+    assert live_procs_under(tmp_path) == []
+
+
+def test_restart_router_says_not_read_back_and_passes(root: Path) -> None:
+    pid = json.loads((root / "state" / "run" / "router.json").read_text())["pid"]
+    assert Path(f"/proc/{pid}/environ").read_bytes().strip(b"\0") == b""  # written over
+    code, out, err = servelab_in(root, "restart", "router")
+    assert "in file but not live" not in out, out
+    assert code == 0, out + err
+    assert "restart: ok" in out
+    code, out, err = servelab_in(root, "verify", "--json")
+    assert code == 0, out + err
+    live = [c for c in json.loads(out)["checks"]
+            if c["service"] == "router" and c["code"].startswith("live.")
+            and c.get("knob") == "SERVELAB_SIM_TIME_SCALE"]  # fmt: skip
+    assert [c["code"] for c in live] == ["live.not_read_back"], live
+    assert live[0]["result"] == "skip" and "not read back (file 0.25)" in live[0]["detail"]
