@@ -59,7 +59,7 @@ from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord, PreflightFailed
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
-from servelab.core.deploy.steps import Step, StepFailure
+from servelab.core.deploy.steps import FoundServing, Step, StepFailure
 from servelab.core.deploy.topology import down_plan, restart_plan, started_behind, up_plan
 from servelab.core.deploy.whose import others_of
 from servelab.core.ledger.codec import encode
@@ -139,13 +139,23 @@ async def up(
     return report
 
 
+def _ours(step: Step | None) -> bool:
+    """``step`` found a process of servelab's already up (its pid record, or its mark read
+    again): one it may restart. A ready process without servelab's mark (an ``init`` spec's
+    router) is left as found: servelab never stops it, so it is not restarted either."""
+    if step is None:
+        return False
+    evidence = step.evidence
+    return not (isinstance(evidence, FoundServing) and evidence.recorded_again is None)
+
+
 async def _up(op: Operation, services: list[str] | None) -> list[Step]:
     steps: list[Step] = []
     started: list[str] = []
     try:
         for name in up_plan(op.spec, services):
             step = await already_up(op, name)
-            behind = started_behind(op.spec, name, started) if step is not None else ()
+            behind = started_behind(op.spec, name, started) if _ours(step) else ()
             if behind:  # the one restart rule: restarted after what it depends on
                 op.say(RestartingBehind(name, behind))
                 started.append(name)
