@@ -49,3 +49,27 @@ def test_each_end_of_a_search_is_worded() -> None:
     assert (
         load_text(LoadKind.RATE, 12.345) == "12.3 req/s" and load_text(LoadKind.RATE, None) == "–"
     )
+
+
+def test_a_rate_search_past_its_sustained_probes_says_it_cannot_tell() -> None:
+    """Issue 38 (23rd pass H1): no capacity claimed above the rate the probes sustain."""
+    probes = (Probe(150.0, True, True, 900.0, 0.5), Probe(300.0, True, True, 1800.0, 0.6))
+    found = Capacity(LoadKind.RATE, CapacityStop.LIMITED, 300.0, None, None, True, probes,
+                     limit=300.0)  # fmt: skip
+    words = conclusion(found, span_s=10)
+    assert words.startswith("cannot tell above 300 req/s: the SLO held at 300 req/s")
+    assert "10 s of arrivals" in words and "raise --requests" in words
+    assert "saturated" not in words and "at least" not in words
+    saturated = Capacity(LoadKind.RATE, CapacityStop.SATURATED, 150.0, None, None, True, probes)
+    assert "each rate sustained for 10 s" in conclusion(saturated, span_s=10)
+
+
+def test_the_share_of_failed_requests_is_said_whenever_any_failed() -> None:
+    """Issue 38 (23rd pass M3): 25% failed read only as "missed (75% within)"."""
+    probes = (Probe(4, True, True, 900.0, 0.5), Probe(8, False, True, 950.0, 2.0, failed=0.25),
+              Probe(6, False, True, 900.0, 1.5, failed=0.004))  # fmt: skip
+    found = Capacity(LoadKind.CONCURRENCY, CapacityStop.BUDGET, 4, 6, None, True, probes)
+    words = conclusion(found)
+    assert "; 25% of the requests failed at C8, <1% at C6 (a failed request counts" in words
+    clean = Capacity(LoadKind.CONCURRENCY, CapacityStop.BUDGET, 4, 6, None, True, probes[:1])
+    assert "failed" not in conclusion(clean)

@@ -27,7 +27,13 @@ from servelab.cli.boundary import (
     run,
     stop_on_signals,
 )
-from servelab.cli.capacity import CAPACITY_NAMES, search, show_capacity, warm_first
+from servelab.cli.capacity import (
+    CAPACITY_NAMES,
+    probe_s_option,
+    search,
+    show_capacity,
+    warm_first,
+)
 from servelab.cli.common import (
     BenchBar,
     SpecAndLedger,
@@ -238,6 +244,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     help="Find the largest concurrency (with --rate: arrival rate) meeting --slo: ramp, "
     "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
 )
+@probe_s_option
 @click.option("--label", default="", help="Label stored with the runs.", callback=stored_text)
 @click.option(
     "--check-answers",
@@ -268,6 +275,7 @@ def bench_command(
     trace: TraceOptions,
     slo: SLO | None,
     find_capacity: bool,
+    probe_s: float,
     label: str,
     check_answers: bool,
     output: OutputOptions,
@@ -316,7 +324,9 @@ def bench_command(
             bar = BenchBar(enabled=err_console.is_terminal)
             if find_capacity:
                 warm = warm_first(config)
-                searched, signum = run(search(config, ledger, bar, loaded, warm), fast=True)
+                searched, signum = run(
+                    search(config, ledger, bar, loaded, warm, probe_s), fast=True
+                )
                 raise SystemExit(show_capacity(searched, output.as_json, output.export, signum))
             result, signum = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     if export is not None:

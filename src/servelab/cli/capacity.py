@@ -21,8 +21,11 @@ from servelab.cli.boundary import (
     stop_on_signals,
 )
 from servelab.cli.common import BenchBar, notice
+from servelab.cli.sharedoption import Parsed
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.load.capacity import CapacityStop
+from servelab.core.load.capacity import PROBE_REQUESTS, PROBE_SPAN_S, CapacityStop
+from servelab.core.options import parse_positive_seconds
+from servelab.errors import OptionError
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -32,10 +35,30 @@ from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import capacity as capacity_report
 from servelab.report.text import safe_markdown
 
-__all__ = ["CAPACITY_NAMES", "search", "show_capacity", "warm_first"]
+__all__ = ["CAPACITY_NAMES", "probe_s_option", "search", "show_capacity", "warm_first"]
 
 #: The files ``--find-capacity --export DIR`` writes.
 CAPACITY_NAMES = ("capacity.md", "capacity.json")
+
+
+def _probe_span(text: str) -> float:
+    """At least 1 s: a shorter rate probe is a burst."""
+    value = parse_positive_seconds(text)
+    if value < 1:
+        raise OptionError(f"expected seconds ≥ 1 (a shorter probe is a burst), got {value:g}")
+    return value
+
+
+probe_s_option = click.option(
+    "--probe-s",
+    "probe_s",
+    type=Parsed("SECONDS", _probe_span),
+    default=f"{PROBE_SPAN_S:g}",
+    show_default=True,
+    help="With --find-capacity --rate: each probe sustains its rate for at least this many "
+    f"seconds of arrivals (more requests than --requests when needed, at most "
+    f"{PROBE_REQUESTS:,} or --requests).",
+)
 
 
 def warm_first(config: BenchConfig) -> bool:
@@ -56,6 +79,7 @@ async def search(
     bar: BenchBar,
     loaded: LoadedSpec | None,
     warm: bool,
+    span_s: float = PROBE_SPAN_S,
 ) -> tuple[CapacityResult, int | None]:
     """The capacity search, each probe watched as a bench run is (traces are not received), and
     the stop signal that cut it short (None: none)."""
@@ -68,8 +92,9 @@ async def search(
                 plan = await metrics_plan(op)
             with bar.bar:
                 searched = await find_capacity(
-                    config, progress=bar, ledger=ledger, stop=stop, metrics=plan, warm_first=warm
-                )
+                    config, progress=bar, ledger=ledger, stop=stop, metrics=plan,
+                    warm_first=warm, span_s=span_s,
+                )  # fmt: skip
     return searched, received[0] if received else None
 
 
@@ -88,7 +113,8 @@ def show_capacity(
         print_json(capacity_report.capacity_json(result))
     else:
         console.print(capacity_report.capacity_table(result))
-        words = capacity_report.conclusion(result.capacity, capacity_report.first_error(result))
+        error = capacity_report.first_error(result)
+        words = capacity_report.conclusion(result.capacity, error, result.span_s)
         console.print(words, markup=False)
     stop = result.capacity.stop
     if stop == CapacityStop.INTERRUPTED:

@@ -49,10 +49,21 @@ def _probe_rows(result: CapacityResult) -> list[list[str]]:
         objectives = "; ".join(objective_text(o) for o in att.objectives) if att else "–"
         again = " again" if probe.load in seen else ""
         seen.add(probe.load)
-        rows.append([load_text(kind, probe.load) + again, verdict_word(probe.met, probe.sure),
+        verdict = verdict_word(probe.met, probe.sure) + _failed_note(probe.failed)
+        rows.append([load_text(kind, probe.load) + again, verdict,
                      f"{probe.throughput:,.1f}", objectives,
                      "–" if probe.run_id is None else f"#{probe.run_id}"])  # fmt: skip
     return rows
+
+
+def _share(failed: float) -> str:
+    """``25%`` (a share above 0 and under 1%: ``<1%``)."""
+    return "<1%" if failed < 0.01 else f"{failed:.0%}"
+
+
+def _failed_note(failed: float) -> str:
+    """``, 25% failed`` when any request of a probe failed."""
+    return f", {_share(failed)} failed" if failed > 0 else ""
 
 
 _HEAD = ["load", "SLO", "tok/s", "objectives", "run"]
@@ -92,9 +103,40 @@ def _failed_text(capacity: Capacity, error: str | None) -> str:
             "(servelab verify) and search again")  # fmt: skip
 
 
-def conclusion(capacity: Capacity, error: str | None = None) -> str:
+def _failures_text(capacity: Capacity) -> str:
+    """Where some requests failed though not enough to stop the search (empty: none did)."""
+    failed = [p for p in capacity.probes if p.failed > 0]
+    if not failed or capacity.stop == CapacityStop.FAILED:
+        return ""
+    said = [f"{_share(p.failed)} at {load_text(capacity.kind, p.load)}" for p in failed]
+    said[0] = said[0].replace(" at ", " of the requests failed at ", 1)
+    return (
+        f"; {', '.join(said)} (a failed request counts outside every limit: check the "
+        "deployment, servelab verify)"
+    )
+
+
+def _limited_text(capacity: Capacity, lo: str, sure: str, span_s: float | None) -> str:
+    if capacity.kind == LoadKind.RATE:
+        top = load_text(capacity.kind, capacity.limit)
+        span = "?" if span_s is None else f"{span_s:g}"
+        return (f"cannot tell above {top}: the SLO held at {lo}, and a probe sustains its rate "
+                f"for {span} s of arrivals with at most the requests allowed a probe; raise "
+                f"--requests to search higher ({sure})")  # fmt: skip
+    requests = "?" if capacity.limit is None else f"{capacity.limit:g}"
+    return (f"capacity at least {lo}: the SLO held there, and the search was limited by "
+            f"--requests {requests} (a closed loop never has more requests in flight "
+            f"than it sends); more --requests would search higher ({sure})")  # fmt: skip
+
+
+def conclusion(capacity: Capacity, error: str | None = None, span_s: float | None = None) -> str:
     """What the search found and how sure it is, in one sentence; ``error``: the first failed
-    request's, said when the requests failed."""
+    request's, said when the requests failed; ``span_s``: a rate probe's seconds of arrivals;
+    the probes where some requests failed said after it."""
+    return _verdict(capacity, error, span_s) + _failures_text(capacity)
+
+
+def _verdict(capacity: Capacity, error: str | None, span_s: float | None) -> str:
     kind = capacity.kind
     lo, hi = load_text(kind, capacity.capacity), load_text(kind, capacity.above)
     sure = ("both verdicts sure at 95%" if capacity.sure
@@ -111,9 +153,10 @@ def conclusion(capacity: Capacity, error: str | None = None) -> str:
         case CapacityStop.BRACKETED:
             return f"capacity {lo}: the SLO holds there and not at {hi}{estimate} ({sure})"
         case CapacityStop.SATURATED:
+            held = "" if span_s is None else f", each rate sustained for {span_s:g} s"
             return (f"saturated at {lo}: doubling the load raised the throughput by less than "
-                    f"5% while the SLO held, so more load only queues; the SLO did not bind "
-                    f"({sure})")  # fmt: skip
+                    f"5% while the SLO held{held}, so more load only queues; the SLO did not "
+                    f"bind ({sure})")  # fmt: skip
         case CapacityStop.CEILING:
             return f"capacity at least {lo}: the SLO held up to the highest load allowed ({sure})"
         case CapacityStop.NEVER_MET:
@@ -127,10 +170,7 @@ def conclusion(capacity: Capacity, error: str | None = None) -> str:
         case CapacityStop.FAILED:
             return _failed_text(capacity, error)
         case CapacityStop.LIMITED:
-            requests = "?" if capacity.limit is None else f"{capacity.limit:g}"
-            return (f"capacity at least {lo}: the SLO held there, and the search was limited by "
-                    f"--requests {requests} (a closed loop never has more requests in flight "
-                    f"than it sends); more --requests would search higher ({sure})")  # fmt: skip
+            return _limited_text(capacity, lo, sure, span_s)
 
 
 def capacity_json(result: CapacityResult) -> str:
@@ -145,7 +185,8 @@ def capacity_json(result: CapacityResult) -> str:
     doc["probes"] = probes
     error = first_error(result) if result.capacity.stop == CapacityStop.FAILED else None
     head = {"config": encode(result.config), "failed": result.n_failed}
-    words = {"first_error": error, "conclusion": conclusion(result.capacity, error)}
+    words = {"first_error": error, "span_s": result.span_s,
+             "conclusion": conclusion(result.capacity, error, result.span_s)}  # fmt: skip
     return json_text({**head, **doc, **words})
 
 
@@ -155,5 +196,5 @@ def capacity_markdown(result: CapacityResult) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in _probe_rows(result)]
     last = result.runs[-1].slo if result.runs else None
     tail = [] if last is None else ["", f"Last probe: {attainment_text(last)}."]
-    words = conclusion(result.capacity, first_error(result))
+    words = conclusion(result.capacity, first_error(result), result.span_s)
     return "\n".join([*lines, "", words + ".", *tail]) + "\n"

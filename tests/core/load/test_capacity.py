@@ -10,6 +10,8 @@ import pytest
 
 from servelab.core.load.capacity import (
     FAILED_SHARE,
+    PROBE_REQUESTS,
+    PROBE_SPAN_S,
     PROBES,
     Capacity,
     CapacityStop,
@@ -18,6 +20,8 @@ from servelab.core.load.capacity import (
     conclude,
     first_warmup,
     next_load,
+    rate_limit,
+    rate_requests,
 )
 
 
@@ -207,3 +211,53 @@ def test_a_probe_whose_requests_mostly_failed_ends_the_search_with_no_verdict() 
     assert not found.sure and found.estimate is None
     some = Probe(16, False, True, 40.0, 1.5, failed=FAILED_SHARE)  # half failed: still a miss
     assert conclude([held, some], kind=LoadKind.CONCURRENCY).stop != CapacityStop.FAILED
+
+
+def _bursty(sustained: float, requests: int) -> Callable[[float], Probe]:
+    """A deployment that serves ``sustained`` req/s and absorbs any burst shorter than 1 s (its
+    in-flight cap, its batch): a probe at ``rate`` sends :func:`rate_requests` requests; the
+    throughput follows the rate it can serve (a burst's: its requests over a second)."""
+
+    def probe(rate: float) -> Probe:
+        n = rate_requests(rate, requests)
+        burst = n / rate < 1
+        ratio = 0.1 if burst else rate / sustained
+        served = n if burst else min(rate, sustained)
+        return Probe(rate, ratio <= 1, True, served * 10, ratio)
+
+    return probe
+
+
+def test_a_rate_probe_sustains_its_rate_for_the_span() -> None:
+    """Issue 38 (23rd pass H1): 100 requests at 256 req/s were a 0.4 s burst."""
+    assert rate_requests(256, 100) == math.ceil(256 * PROBE_SPAN_S)
+    assert rate_requests(4, 100) == 100  # --requests already sustain 25 s
+    assert rate_requests(1e6, 100) == PROBE_REQUESTS  # the most a probe sends
+    assert rate_requests(1e6, 5000) == 5000  # unless more were asked
+    assert rate_requests(3, 10, span_s=2) == 10 and rate_requests(30, 10, span_s=2) == 60
+    for odd in (math.nan, math.inf, 0.0, -1.0):
+        assert rate_requests(odd, 100) == 100
+    assert rate_limit(100) == PROBE_REQUESTS / PROBE_SPAN_S and rate_limit(5000) == 500
+
+
+def test_a_rate_search_brackets_what_the_deployment_sustains_not_a_burst() -> None:
+    """The H1 defect: every probe a burst, every probe "met", the burst's throughput flat: read
+    as "saturated at 256 req/s" on a deployment sustaining 150. With sustained probes (and the
+    limit the most requests allow), the search brackets 150."""
+    model = _bursty(150, requests=100)
+    found = _search(model, start=4, kind=LoadKind.RATE, limit=rate_limit(100))
+    assert found.stop == CapacityStop.BRACKETED, [(p.load, p.met) for p in found.probes]
+    assert found.capacity is not None and 140 <= found.capacity <= 150 < found.above  # type: ignore[operator]
+    assert all(rate_requests(p.load, 100) >= p.load * PROBE_SPAN_S for p in found.probes)
+
+
+def test_a_rate_above_what_the_probes_sustain_is_not_searched_nor_called_saturated() -> None:
+    """Above the rate :data:`PROBE_REQUESTS` sustain for the span, the search stops "limited"
+    (no claim above it), never "saturated" on probes that were bursts."""
+    top = rate_limit(100)
+    found = _search(_bursty(10_000, requests=100), start=4, kind=LoadKind.RATE, limit=top)
+    assert found.stop == CapacityStop.LIMITED and found.capacity == top
+    assert max(p.load for p in found.probes) == top
+    more = _search(_bursty(10_000, requests=6000), start=4, kind=LoadKind.RATE,
+                   limit=rate_limit(6000))  # fmt: skip
+    assert more.stop == CapacityStop.LIMITED and more.capacity == 600

@@ -14,6 +14,15 @@ The load is a closed loop's concurrency (whole numbers) or an open loop's arriva
    queues. The search stops there; the capacity is the load before (the SLO did not bind). Loads
    are compared as they ran (capped at the limit): a concurrency the requests could not fill is
    no evidence of saturation.
+
+**A rate is sustained.** An open loop's probe at ``rate`` sends :func:`rate_requests`: at least
+``rate`` times :data:`PROBE_SPAN_S` seconds of arrivals, so a queue the rate builds has the time
+to show in the latencies (a fixed 100 requests at 256 req/s arrive as one 0.4 s burst, which a
+deployment that cannot sustain 128 req/s absorbs: every probe "met" and the throughput, a
+burst's, flattened into "saturated"). At most :data:`PROBE_REQUESTS` requests a probe (or the
+requests asked, when more): the rate those sustain for the span is the search's limit, and the
+SLO holding there stops it as :attr:`CapacityStop.LIMITED` (more requests would search higher),
+never as saturated.
 3. **Bisection** between the largest load that held and the smallest above it that missed, until
    they are within :data:`RESOLUTION` of each other (a concurrency: adjacent).
 
@@ -45,6 +54,8 @@ from enum import StrEnum
 __all__ = [
     "FAILED_SHARE",
     "PROBES",
+    "PROBE_REQUESTS",
+    "PROBE_SPAN_S",
     "RESOLUTION",
     "SATURATION_GAIN",
     "Capacity",
@@ -54,6 +65,8 @@ __all__ = [
     "conclude",
     "first_warmup",
     "next_load",
+    "rate_limit",
+    "rate_requests",
 ]
 
 #: The most probes one search runs.
@@ -64,6 +77,13 @@ RESOLUTION = 0.03
 FAILED_SHARE = 0.5
 #: A doubled load whose throughput rose by less than this share means saturation.
 SATURATION_GAIN = 0.05
+#: The seconds of arrivals a rate probe sustains at the least: long against a request's own
+#: latency (a queue growing at a rate the deployment cannot serve adds seconds of TTFT within
+#: it), short enough that a 12-probe search stays within minutes.
+PROBE_SPAN_S = 10.0
+#: The most requests a rate probe sends unless more were asked (``--requests``): 3,000 sustain
+#: 300 req/s for :data:`PROBE_SPAN_S`.
+PROBE_REQUESTS = 3000
 
 
 class LoadKind(StrEnum):
@@ -127,6 +147,20 @@ def first_warmup(kind: LoadKind, start: float, requests: int) -> int:
     the first load (a rate: one second's arrivals), at least 1, at most the requests per probe."""
     per_round = start if kind == LoadKind.CONCURRENCY else math.ceil(start)
     return int(max(1, min(per_round, requests)))
+
+
+def rate_requests(rate: float, requests: int, span_s: float = PROBE_SPAN_S) -> int:
+    """The requests a probe at ``rate`` sends: ``requests``, or more to sustain ``span_s``
+    seconds of arrivals, at most :data:`PROBE_REQUESTS` (or ``requests``, when more)."""
+    if not (math.isfinite(rate) and rate > 0 and math.isfinite(span_s) and span_s > 0):
+        return requests
+    sustained = min(math.ceil(rate * span_s), max(requests, PROBE_REQUESTS))
+    return max(requests, sustained)
+
+
+def rate_limit(requests: int, span_s: float = PROBE_SPAN_S) -> float:
+    """The highest rate a probe sustains for ``span_s`` seconds: the search's limit."""
+    return max(requests, PROBE_REQUESTS) / span_s
 
 
 def _latest(probes: Sequence[Probe]) -> list[Probe]:

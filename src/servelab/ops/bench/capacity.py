@@ -4,6 +4,8 @@ ledger as every run is).
 
 A closed loop's probe runs the config at one concurrency; an open loop's (``rate`` set) at one
 rate, the largest of its ``concurrencies`` capping the requests in flight (as ``--rate`` does).
+A rate probe sends enough requests to sustain its rate for a span (:func:`~servelab.core.load.
+capacity.rate_requests`): a burst says nothing about a rate.
 A config without a warm-up can be given one before the first probe alone (``warm_first``):
 a deployment's first requests pay its one-time warm-up, which must not count as a miss.
 """
@@ -16,12 +18,15 @@ from dataclasses import dataclass, field, replace
 
 from servelab.core.bench.contract import BenchConfig, BenchProgressFn, RunResult
 from servelab.core.load.capacity import (
+    PROBE_SPAN_S,
     Capacity,
     LoadKind,
     Probe,
     conclude,
     first_warmup,
     next_load,
+    rate_limit,
+    rate_requests,
 )
 from servelab.core.load.metrics import SloAttainment
 from servelab.io.ledger.ledger import Ledger
@@ -45,6 +50,8 @@ class CapacityResult:
     config: BenchConfig
     capacity: Capacity
     runs: list[RunResult] = field(default_factory=list)
+    #: the seconds of arrivals each rate probe sustained at the least (None: a concurrency)
+    span_s: float | None = None
 
     @property
     def n_failed(self) -> int:
@@ -63,10 +70,15 @@ def search_bounds(config: BenchConfig) -> tuple[LoadKind, float, float | None]:
     return LoadKind.CONCURRENCY, float(min(levels)), ceiling
 
 
-def request_limit(config: BenchConfig, kind: LoadKind) -> float | None:
+def request_limit(
+    config: BenchConfig, kind: LoadKind, span_s: float = PROBE_SPAN_S
+) -> float | None:
     """The most load a probe can exercise: a closed loop never has more requests in flight than
-    the requests it sends (an open loop's rate has no such limit)."""
-    return float(config.requests) if kind == LoadKind.CONCURRENCY else None
+    the requests it sends; an open loop's rate, the highest its most requests sustain for
+    ``span_s`` seconds (:func:`~servelab.core.load.capacity.rate_limit`)."""
+    if kind == LoadKind.CONCURRENCY:
+        return float(config.requests)
+    return rate_limit(config.requests, span_s)
 
 
 def _binding_ratio(att: SloAttainment) -> float:
@@ -87,9 +99,11 @@ def probe_of(load: float, run: RunResult) -> Probe:
     return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id, failed)
 
 
-def _probe_config(config: BenchConfig, kind: LoadKind, load: float) -> BenchConfig:
+def _probe_config(config: BenchConfig, kind: LoadKind, load: float, span_s: float) -> BenchConfig:
     if kind == LoadKind.RATE:
-        return replace(config, rate=load, concurrencies=(max(config.concurrencies),), repeat=1)
+        requests = rate_requests(load, config.requests, span_s)
+        return replace(config, rate=load, concurrencies=(max(config.concurrencies),), repeat=1,
+                       requests=requests)  # fmt: skip
     return replace(config, concurrencies=(round(load),), repeat=1)
 
 
@@ -118,21 +132,22 @@ async def find_capacity(
     stop: asyncio.Event | None = None,
     metrics: MetricsPlan | None = None,
     warm_first: bool = False,
+    span_s: float = PROBE_SPAN_S,
 ) -> CapacityResult:
     """Probe until the search is over (or ``stop`` is set); every probe recorded in ``ledger``;
     ``warm_first``: a config without a warm-up is warmed up before its first probe
-    (:func:`first_probe_warmup`)."""
+    (:func:`first_probe_warmup`); ``span_s``: the seconds of arrivals a rate probe sustains."""
     if config.slo is None:
         raise ValueError("finding the capacity needs an SLO")
     kind, start, ceiling = search_bounds(config)
-    limit = request_limit(config, kind)
+    limit = request_limit(config, kind, span_s)
     probes: list[Probe] = []
     runs: list[RunResult] = []
     interrupted = False
     while (
         load := next_load(probes, start=start, kind=kind, ceiling=ceiling, limit=limit)
     ) is not None:
-        probe_config = _probe_config(config, kind, load)
+        probe_config = _probe_config(config, kind, load, span_s)
         if warm_first and not probes:
             probe_config = _warmed(probe_config, first_probe_warmup(config))
         got = await run_bench(
@@ -144,4 +159,5 @@ async def find_capacity(
             break
         probes.append(probe_of(load, got.runs[-1]))
     capacity = conclude(probes, kind=kind, ceiling=ceiling, interrupted=interrupted, limit=limit)
-    return CapacityResult(config, capacity, runs)
+    span = span_s if kind == LoadKind.RATE else None
+    return CapacityResult(config, capacity, runs, span)
