@@ -10,11 +10,8 @@ the knob's file holds its original value."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sqlite3
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,37 +20,16 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.history import K
-from tests.support.stack import start_process, stop_process, wait_http
-from tests.support.unstartable import unstartable_spec
+from tests.support.unstartable import answering, unstartable_spec
 
 LOAD = ("--concurrency", "2", "--requests", "4", "--warmup", "0", "--answers", "off",
         "--allow-unread")  # fmt: skip
 
 
-@contextlib.contextmanager
-def _answering(spec: Path) -> Iterator[None]:
-    """A stranger's server answering 200 at the spec's decode ``/health`` for the block: the
-    deployment is up for ``ab``/``tune``'s check (they refuse one that is not), and the first
-    arm's restart then fails (its port held by a process not this deployment's)."""
-    port = re.search(r'^url = "http://127\.0\.0\.1:(\d+)"', spec.read_text(), re.M)
-    assert port is not None
-    served = spec.parent / "served"
-    served.mkdir(exist_ok=True)
-    (served / "health").write_text("ok\n")
-    argv = [sys.executable, "-m", "http.server", port[1], "--bind", "127.0.0.1",
-            "--directory", str(served)]  # fmt: skip
-    proc = start_process(argv, spec.parent / "served.log")
-    try:
-        wait_http(f"http://127.0.0.1:{port[1]}/health", 30, proc)
-        yield
-    finally:
-        stop_process(proc)
-
-
 def _started(kind: str, spec: Path, led: tuple[str, ...]) -> int:
     """Start a run in ``spec``'s deployment: it stops at its first arm's failed restart."""
     extra = ("--repeat", "2", "--keep", "baseline") if kind == "ab" else ()
-    with _answering(spec):
+    with answering(spec):
         done = run_cli(kind, "--knob", f"decode:{K}=256,512", *LOAD, *extra, "-f", str(spec),
                        *led, timeout=300)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
@@ -94,7 +70,7 @@ def test_resume_from_another_deployment_is_refused(tmp_path: Path, kind: str) ->
     assert f"{kind} --resume needs every service ready and refuses before starting" in said
     assert "resuming" not in said and _changes(ledger_file) == before
     # up, its own deployment resumes it: past the check, its restart fails as the first one did
-    with _answering(alpha):
+    with answering(alpha):
         again = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
     assert again.returncode == 1, again.stdout + again.stderr
     assert re.search(rf"resuming {what} {run_id}: \d+ visit\(s\) kept", again.stderr)
@@ -138,7 +114,7 @@ def test_a_run_journalled_before_runs_named_their_deployment(tmp_path: Path, kin
         f"decode {K} is 512, not its original 256"
     ) in said
     assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=512\n"
-    with _answering(alpha):
+    with answering(alpha):
         again = run_cli(kind, "--resume", str(run_id), "-f", str(alpha), *led, timeout=300)
     assert again.returncode == 1, again.stdout + again.stderr
     assert f"resuming {what} {run_id}" in again.stderr

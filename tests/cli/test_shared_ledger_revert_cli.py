@@ -2,7 +2,8 @@
 one reads its own knob history only. The other's later change of a knob of the same service and
 name is not "what servelab last wrote there", so it is no hand edit to refuse with ``--force``.
 Real processes; the spec's only service cannot start (``exit 3``), so a revert that got as far
-as its restart fails with exit 1 and shows it."""
+as its restart fails with exit 1 and shows it (``case test``, which refuses a deployment not up,
+with a stranger answering its health: :func:`~tests.support.unstartable.answering`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.history import K
-from tests.support.unstartable import alpha_and_beta, mark, same_named
+from tests.support.unstartable import alpha_and_beta, answering, mark, same_named
 
 TARGET = f"knob:decode/{K}"
 
@@ -85,8 +86,9 @@ def test_case_test_reads_this_deployments_knob_history_only(tmp_path: Path) -> N
         assert done.returncode == 0, done.stdout + done.stderr
     cid = str(json.loads(run_cli("case", "open", "hang", "--json", *led).stdout)["id"])
     assert run_cli("case", "suspect", cid, TARGET, "--reason", "x", *led).returncode == 0
-    done = run_cli("case", "test", cid, TARGET, "--test", "answers@C2", "--rounds", "1",
-                   "--requests", "64", "-f", str(alpha), *led, timeout=300)  # fmt: skip
+    with answering(alpha):  # up, for case test's check; its first arm's restart then fails
+        done = run_cli("case", "test", cid, TARGET, "--test", "answers@C2", "--rounds", "1",
+                       "--requests", "64", "-f", str(alpha), *led, timeout=300)  # fmt: skip
     said = done.stdout + done.stderr
     assert done.returncode == 1, said  # its first visit's restart fails (exit 3)
     assert f"case test {TARGET}: 512 against 256," in said, said
@@ -128,8 +130,9 @@ def test_case_test_of_same_named_deployments_reads_this_ones_history(tmp_path: P
         assert done.returncode == 0, done.stdout + done.stderr
     cid = str(json.loads(run_cli("case", "open", "hang", "--json", *led).stdout)["id"])
     assert run_cli("case", "suspect", cid, TARGET, "--reason", "x", *led).returncode == 0
-    done = run_cli("case", "test", cid, TARGET, "--test", "answers@C2", "--rounds", "1",
-                   "--requests", "64", "-f", str(c), *led, timeout=300)  # fmt: skip
+    with answering(c):  # up, for case test's check; its first arm's restart then fails
+        done = run_cli("case", "test", cid, TARGET, "--test", "answers@C2", "--rounds", "1",
+                       "--requests", "64", "-f", str(c), *led, timeout=300)  # fmt: skip
     said = done.stdout + done.stderr
     assert done.returncode == 1, said  # its first visit's restart fails (exit 3)
     assert f"case test {TARGET}: 100 against 512," in said, said

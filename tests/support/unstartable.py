@@ -4,14 +4,18 @@ command that gets past its checks fails at its restart (``exit 3``), so how far 
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from servelab.io.hosts.place import read_place
 from tests.support import free_ports
 from tests.support.history import K
+from tests.support.stack import start_process, stop_process, wait_http
 
-__all__ = ["alpha_and_beta", "mark", "same_named", "unstartable_spec"]
+__all__ = ["alpha_and_beta", "answering", "mark", "same_named", "unstartable_spec"]
 
 
 def unstartable_spec(folder: Path, name: str, value: str = "256", port: int | None = None) -> Path:
@@ -55,3 +59,24 @@ def mark(spec: Path) -> str:
     place = read_place(spec.parent / "state")  # made by its first change or launch
     assert place is not None, spec
     return f"{name[1]}/decode@local:{port[1]}#{place}"
+
+
+@contextlib.contextmanager
+def answering(spec: Path) -> Iterator[None]:
+    """A stranger's server answering 200 at an :func:`unstartable_spec`'s decode ``/health`` for
+    the block: the deployment is up for the commands that refuse one that is not (``ab``,
+    ``tune``, their ``--resume``, ``case test``), and the first arm's restart then fails (its port
+    held by a process not this deployment's)."""
+    port = re.search(r'^url = "http://127\.0\.0\.1:(\d+)"', spec.read_text(), re.M)
+    assert port is not None
+    served = spec.parent / "served"
+    served.mkdir(exist_ok=True)
+    (served / "health").write_text("ok\n")
+    argv = [sys.executable, "-m", "http.server", port[1], "--bind", "127.0.0.1",
+            "--directory", str(served)]  # fmt: skip
+    proc = start_process(argv, spec.parent / "served.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port[1]}/health", 30, proc)
+        yield
+    finally:
+        stop_process(proc)
