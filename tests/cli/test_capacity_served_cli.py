@@ -39,7 +39,7 @@ def test_a_rate_search_names_no_rate_above_what_was_served() -> None:
         assert not met or served >= 0.9 * load, table
     assert any(not met and capped for _load, met, _s, capped in table), table
     words = doc["conclusion"]
-    assert "not sustained: served" in words and "raise --concurrency" in words, words
+    assert "not sustained: served" in words and "(--concurrency 1); raise it" in words, words
 
 
 def test_probe_s_without_a_rate_search_is_refused() -> None:

@@ -101,7 +101,7 @@ def test_a_rate_not_sustained_is_said_with_what_was_served_and_the_in_flight_lim
     words = conclusion(found, in_flight=8)
     assert "the SLO holds at 70 req/s (served, of 75 req/s offered), not at 150 req/s" in words
     assert "; not sustained: served 72.1 of 150 req/s, all 8 in flight" in words
-    assert "at most 8 requests at once" in words and "raise --concurrency" in words
+    assert "asked for at most 8 at once (--concurrency 8); raise it" in words
     assert "saturated" not in words
     uncapped = conclude((probes[2], replace(probes[0], capped=False)), kind=LoadKind.RATE)
     assert "--concurrency" not in conclusion(uncapped, in_flight=8)

@@ -183,8 +183,9 @@ def _unserved_text(capacity: Capacity, in_flight: int | None) -> str:
     if not low.capped:
         return said
     limit = "?" if in_flight is None else str(in_flight)
-    return (f"{said}; the in-flight limit bound it: at most {limit} requests at once were asked "
-            "of the deployment, so raise --concurrency to tell whether it serves more")  # fmt: skip
+    return (f"{said}; the in-flight limit bound it: the deployment was asked for at most "
+            f"{limit} at once (--concurrency {limit}); raise it to tell whether it serves "
+            "more")  # fmt: skip
 
 
 def _verdict(capacity: Capacity, error: str | None, span_s: float | None) -> str:
