@@ -68,6 +68,8 @@ def test_pace_needs_answered_requests_spread_over_time() -> None:
     assert served_rate(10, _healthy(10, MIN_PACED / 10, 1)) is not None
     at_once = [_record(i, 0, 0, 1 + i) for i in range(20)]
     assert served_rate(10, at_once) is None
+    answered_at_once = [_record(i, i / 10, i / 10, 5) for i in range(20)]
+    assert served_rate(10, answered_at_once) is None
     for odd in (math.nan, math.inf, 0.0, -1.0):
         assert served_rate(odd, _healthy(10, 2, 1)) is None
     failed = _healthy(10, 2, 1)

@@ -43,8 +43,8 @@ MIN_PACED = 8
 
 def served_rate(rate: float, records: Sequence[RequestRecord]) -> float | None:
     """The rate (req/s) at which ``records``' answered, measured requests were served, offered at
-    ``rate`` (None: fewer than :data:`MIN_PACED` answered, their arrivals all at once, or no
-    finite rate)."""
+    ``rate`` (None: fewer than :data:`MIN_PACED` answered, their arrivals (or completions) all at
+    once, or no finite rate)."""
     answered = sorted(
         (r for r in records if r.ok and not r.warmup and r.end_ns is not None),
         key=lambda r: (r.scheduled_ns, r.index),
@@ -59,10 +59,8 @@ def served_rate(rate: float, records: Sequence[RequestRecord]) -> float | None:
     completions = statistics.median(r.end_ns or 0 for r in late) - statistics.median(
         r.end_ns or 0 for r in early
     )
-    if arrivals <= 0:
-        return None
-    if completions <= 0:
-        return math.inf
+    if arrivals <= 0 or completions <= 0:
+        return None  # all at once, or the later ones answered first: no pace to tell
     return rate * arrivals / completions
 
 
