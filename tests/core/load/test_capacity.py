@@ -305,6 +305,7 @@ def test_a_rate_whose_slo_missed_and_was_not_served_keeps_the_slo_s_ratio() -> N
 
 def test_two_rates_not_served_are_never_saturated() -> None:
     """Saturation needs both probes met: a doubled rate neither served is no saturation."""
-    probe = _queueing(72)
-    probes = [probe(150), probe(300)]
-    assert conclude(probes, kind=LoadKind.RATE).stop != CapacityStop.SATURATED
+    held = {"met": True, "sure": True, "throughput": 4600.0, "served": 72.0}
+    probes = [rate_probe(150, ratio=0.18, **held), rate_probe(300, ratio=0.52, **held)]  # type: ignore[arg-type]
+    found = conclude(probes, kind=LoadKind.RATE)
+    assert found.stop != CapacityStop.SATURATED and found.capacity is None, found
