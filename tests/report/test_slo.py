@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from servelab.core.load.cache import CacheSummary
-from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind, Probe
+from servelab.core.load.capacity import (
+    Capacity,
+    CapacityStop,
+    LoadKind,
+    Probe,
+    conclude,
+    rate_probe,
+)
 from servelab.core.load.metrics import slo_attainment
 from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import parse_slo
-from servelab.report.capacity import conclusion, load_text
+from servelab.report.capacity import conclusion, load_text, served_text
 from servelab.report.slo import attainment_text, cache_text, slo_rows, verdict_word
 
 MS = 1_000_000
@@ -73,3 +83,33 @@ def test_the_share_of_failed_requests_is_said_whenever_any_failed() -> None:
     assert "; 25% of the requests failed at C8, <1% at C6 (a failed request counts" in words
     clean = Capacity(LoadKind.CONCURRENCY, CapacityStop.BUDGET, 4, 6, None, True, probes[:1])
     assert "failed" not in conclusion(clean)
+
+
+def test_a_rate_not_sustained_is_said_with_what_was_served_and_the_in_flight_limit() -> None:
+    """Issue 38 (24th pass H2): "saturated at 150 req/s" while ~72 were served; the in-flight
+    limit (--concurrency 8) reached was never said."""
+    kept = {"met": True, "sure": True, "throughput": 4600.0, "ratio": 0.1}
+    probes = (rate_probe(150.0, **kept, served=72.14, capped=True),  # type: ignore[arg-type]
+              rate_probe(75.0, **kept, served=70.0),  # type: ignore[arg-type]
+              rate_probe(70.0, **kept, served=70.0))  # type: ignore[arg-type]  # fmt: skip
+    assert served_text(probes[0], 8) == (
+        "not sustained: served 72.1 of 150 req/s, all 8 in flight (--concurrency)"
+    )
+    assert served_text(probes[1]) == served_text(probes[2]) == ""  # 93%: sustained
+    found = conclude(probes, kind=LoadKind.RATE)
+    assert found.capacity == 70.0 and found.offered == 75.0 and found.above == 150.0
+    words = conclusion(found, in_flight=8)
+    assert "the SLO holds at 70 req/s (served, of 75 req/s offered), not at 150 req/s" in words
+    assert "; not sustained: served 72.1 of 150 req/s, all 8 in flight" in words
+    assert "asked for at most 8 at once (--concurrency 8); raise it" in words
+    assert "saturated" not in words
+    uncapped = conclude((probes[2], replace(probes[0], capped=False)), kind=LoadKind.RATE)
+    assert "--concurrency" not in conclusion(uncapped, in_flight=8)
+
+
+def test_rates_from_a_thousand_are_written_whole_with_separators() -> None:
+    """L1: a row read "1.02e+03 req/s"."""
+    assert load_text(LoadKind.RATE, 1024.0) == "1,024 req/s"
+    assert load_text(LoadKind.RATE, 1e6) == "1,000,000 req/s"
+    assert load_text(LoadKind.RATE, 999.4) == "999 req/s"
+    assert load_text(LoadKind.RATE, math.inf) == "inf req/s"

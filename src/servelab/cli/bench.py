@@ -30,6 +30,7 @@ from servelab.cli.boundary import (
 from servelab.cli.capacity import (
     CAPACITY_NAMES,
     probe_s_option,
+    probe_s_typed,
     search,
     show_capacity,
     warm_first,
@@ -297,6 +298,8 @@ def bench_command(
         raise click.UsageError("--check-answers goes with measured runs, not --find-capacity")
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
+    if probe_s_typed() and not (find_capacity and load.rate is not None):
+        raise click.UsageError("--probe-s goes with --find-capacity --rate (a rate probe's span)")
     scan = check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)

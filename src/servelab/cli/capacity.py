@@ -35,7 +35,14 @@ from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import capacity as capacity_report
 from servelab.report.text import safe_markdown
 
-__all__ = ["CAPACITY_NAMES", "probe_s_option", "search", "show_capacity", "warm_first"]
+__all__ = [
+    "CAPACITY_NAMES",
+    "probe_s_option",
+    "probe_s_typed",
+    "search",
+    "show_capacity",
+    "warm_first",
+]
 
 #: The files ``--find-capacity --export DIR`` writes.
 CAPACITY_NAMES = ("capacity.md", "capacity.json")
@@ -59,6 +66,12 @@ probe_s_option = click.option(
     f"seconds of arrivals (more requests than --requests when needed, at most "
     f"{PROBE_REQUESTS:,} or --requests).",
 )
+
+
+def probe_s_typed() -> bool:
+    """Whether ``--probe-s`` was given on the command line (or from the environment)."""
+    source = click.get_current_context().get_parameter_source("probe_s")
+    return source not in (None, ParameterSource.DEFAULT)
 
 
 def warm_first(config: BenchConfig) -> bool:
@@ -114,7 +127,7 @@ def show_capacity(
     else:
         console.print(capacity_report.capacity_table(result))
         error = capacity_report.first_error(result)
-        words = capacity_report.conclusion(result.capacity, error, result.span_s)
+        words = capacity_report.conclusion_of(result, error)
         console.print(words, markup=False)
     stop = result.capacity.stop
     if stop == CapacityStop.INTERRUPTED:

@@ -9,7 +9,7 @@ import math
 from rich.table import Table
 
 from servelab.core.ledger.codec import encode
-from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
+from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind, Probe
 from servelab.core.load.metrics import CUT_REASONS
 from servelab.core.stats import PERCENTILE_METHOD
 from servelab.ops.bench.capacity import CapacityResult
@@ -21,17 +21,36 @@ __all__ = [
     "capacity_markdown",
     "capacity_table",
     "conclusion",
+    "conclusion_of",
     "first_error",
     "load_text",
+    "served_text",
     "warmup_line",
 ]
 
 
+def _rate(value: float) -> str:
+    """``12.5``, ``150``, ``1,024`` (three figures; from 1,000 whole, with separators)."""
+    return f"{value:,.0f}" if math.isfinite(value) and abs(value) >= 1000 else f"{value:.3g}"
+
+
 def load_text(kind: LoadKind, load: float | None) -> str:
-    """``C56`` or ``12.5 req/s`` (``–`` for None)."""
+    """``C56`` or ``12.5 req/s`` (``1,024 req/s``; ``–`` for None)."""
     if load is None:
         return "–"
-    return f"C{load:g}" if kind == LoadKind.CONCURRENCY else f"{load:,.3g} req/s"
+    return f"C{load:g}" if kind == LoadKind.CONCURRENCY else f"{_rate(load)} req/s"
+
+
+def served_text(probe: Probe, in_flight: int | None = None) -> str:
+    """``not sustained: served 72.1 of 150 req/s`` and, when its in-flight limit was taken
+    whole, ``, all 8 in flight (--concurrency)`` (empty: sustained)."""
+    if probe.sustained or probe.served is None:
+        return ""
+    served = _rate(probe.served)
+    capped = ""
+    if probe.capped:
+        capped = f", all {in_flight if in_flight is not None else '?'} in flight (--concurrency)"
+    return f"not sustained: served {served} of {_rate(probe.load)} req/s{capped}"
 
 
 def warmup_line(requests: int) -> str:
@@ -49,11 +68,18 @@ def _probe_rows(result: CapacityResult) -> list[list[str]]:
         objectives = "; ".join(objective_text(o) for o in att.objectives) if att else "–"
         again = " again" if probe.load in seen else ""
         seen.add(probe.load)
-        verdict = verdict_word(probe.met, probe.sure) + _failed_note(probe.failed)
+        served = served_text(probe, _in_flight(result))
+        verdict = (served or verdict_word(probe.met, probe.sure)) + _failed_note(probe.failed)
         rows.append([load_text(kind, probe.load) + again, verdict,
                      f"{probe.throughput:,.1f}", objectives,
                      "–" if probe.run_id is None else f"#{probe.run_id}"])  # fmt: skip
     return rows
+
+
+def _in_flight(result: CapacityResult) -> int | None:
+    """A rate probe's in-flight limit (None: a concurrency search)."""
+    rate = result.capacity.kind == LoadKind.RATE
+    return max(result.config.concurrencies) if rate and result.config.concurrencies else None
 
 
 def _share(failed: float) -> str:
@@ -129,16 +155,44 @@ def _limited_text(capacity: Capacity, lo: str, sure: str, span_s: float | None) 
             f"than it sends); more --requests would search higher ({sure})")  # fmt: skip
 
 
-def conclusion(capacity: Capacity, error: str | None = None, span_s: float | None = None) -> str:
+def conclusion(
+    capacity: Capacity,
+    error: str | None = None,
+    span_s: float | None = None,
+    in_flight: int | None = None,
+) -> str:
     """What the search found and how sure it is, in one sentence; ``error``: the first failed
     request's, said when the requests failed; ``span_s``: a rate probe's seconds of arrivals;
-    the probes where some requests failed said after it."""
-    return _verdict(capacity, error, span_s) + _failures_text(capacity)
+    the lowest rate not sustained said after it (``in_flight``: a rate probe's limit, said when
+    it was reached), then the probes where some requests failed."""
+    return (
+        _verdict(capacity, error, span_s)
+        + _unserved_text(capacity, in_flight)
+        + (_failures_text(capacity))
+    )
+
+
+def _unserved_text(capacity: Capacity, in_flight: int | None) -> str:
+    """The lowest rate whose probe was not sustained, what it served, and whether the in-flight
+    limit bound it (empty: every rate probed was sustained)."""
+    short = [p for p in capacity.probes if not p.sustained and p.served is not None]
+    if not short or capacity.stop == CapacityStop.FAILED:
+        return ""
+    low = min(short, key=lambda p: p.load)
+    said = f"; {served_text(low, in_flight)} (a queue grew: more offered load only waits)"
+    if not low.capped:
+        return said
+    limit = "?" if in_flight is None else str(in_flight)
+    return (f"{said}; the in-flight limit bound it: the deployment was asked for at most "
+            f"{limit} at once (--concurrency {limit}); raise it to tell whether it serves "
+            "more")  # fmt: skip
 
 
 def _verdict(capacity: Capacity, error: str | None, span_s: float | None) -> str:
     kind = capacity.kind
     lo, hi = load_text(kind, capacity.capacity), load_text(kind, capacity.above)
+    if capacity.offered is not None:
+        lo = f"{lo} (served, of {load_text(kind, capacity.offered)} offered)"
     sure = ("both verdicts sure at 95%" if capacity.sure
             else "not sure: an end's 95% interval straddles its percentile; more --requests "
             "would settle it")  # fmt: skip
@@ -173,6 +227,11 @@ def _verdict(capacity: Capacity, error: str | None, span_s: float | None) -> str
             return _limited_text(capacity, lo, sure, span_s)
 
 
+def conclusion_of(result: CapacityResult, error: str | None) -> str:
+    """:func:`conclusion` of a search, its rate probes' in-flight limit said."""
+    return conclusion(result.capacity, error, result.span_s, _in_flight(result))
+
+
 def capacity_json(result: CapacityResult) -> str:
     """The search as one JSON document: config, the conclusion's codes and numbers, each probe
     with its run's SLO attainment."""
@@ -186,7 +245,7 @@ def capacity_json(result: CapacityResult) -> str:
     error = first_error(result) if result.capacity.stop == CapacityStop.FAILED else None
     head = {"config": encode(result.config), "failed": result.n_failed}
     words = {"first_error": error, "span_s": result.span_s,
-             "conclusion": conclusion(result.capacity, error, result.span_s)}  # fmt: skip
+             "conclusion": conclusion_of(result, error)}  # fmt: skip
     return json_text({**head, **doc, **words})
 
 
@@ -196,5 +255,5 @@ def capacity_markdown(result: CapacityResult) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in _probe_rows(result)]
     last = result.runs[-1].slo if result.runs else None
     tail = [] if last is None else ["", f"Last probe: {attainment_text(last)}."]
-    words = conclusion(result.capacity, first_error(result), result.span_s)
+    words = conclusion_of(result, first_error(result))
     return "\n".join([*lines, "", words + ".", *tail]) + "\n"

@@ -21,6 +21,7 @@ from servelab.core.load.capacity import (
     first_warmup,
     next_load,
     rate_limit,
+    rate_probe,
     rate_requests,
 )
 
@@ -261,3 +262,50 @@ def test_a_rate_above_what_the_probes_sustain_is_not_searched_nor_called_saturat
     more = _search(_bursty(10_000, requests=6000), start=4, kind=LoadKind.RATE,
                    limit=rate_limit(6000))  # fmt: skip
     assert more.stop == CapacityStop.LIMITED and more.capacity == 600
+
+
+def _queueing(serves: float) -> Callable[[float], Probe]:
+    """H2 (24th pass): a deployment behind an in-flight limit serving ``serves`` req/s; the SLO
+    (p99 TTFT 60 s) holds within a probe's span whatever the rate (the queue waits 31 s at
+    300 req/s), the throughput is what was served (64 tokens a request)."""
+
+    def probe(rate: float) -> Probe:
+        served = min(rate, serves)
+        ratio = 0.1 + max(0.0, rate / serves - 1) * 0.3
+        return rate_probe(rate, met=ratio <= 1, sure=True, throughput=served * 64, ratio=ratio,
+                          served=served, capped=rate > serves)  # fmt: skip
+
+    return probe
+
+
+def test_a_rate_not_served_is_not_met_though_its_slo_held() -> None:
+    """H2: 150 and 300 req/s met a loose SLO while ~72 were served: "saturated at 150 req/s".
+    Their completions did not keep pace: not met, and the search brackets what is served."""
+    found = _search(_queueing(72), start=150, kind=LoadKind.RATE, limit=rate_limit(16))
+    assert found.stop == CapacityStop.BRACKETED, [(p.load, p.met) for p in found.probes]
+    assert found.capacity is not None and found.above is not None
+    assert 72 * 0.9 <= found.capacity <= 72 < found.above, found  # never above what was served
+    assert found.offered is None or found.offered > found.capacity == 72
+    assert found.sure and found.estimate is None  # no limit crossed at the upper end
+    for p in found.probes:
+        assert not p.met or (p.served is not None and p.served >= 0.9 * p.load), p
+    top = found.probes[0]
+    assert not top.met and top.sure and top.capped and math.isnan(top.ratio)
+
+
+def test_a_rate_whose_slo_missed_and_was_not_served_keeps_the_slo_s_ratio() -> None:
+    missed = rate_probe(100, met=False, sure=False, throughput=1.0, ratio=1.5, served=50)
+    assert (missed.met, missed.sure, missed.ratio, missed.sustained) == (False, False, 1.5, False)
+    kept = rate_probe(100, met=True, sure=False, throughput=1.0, ratio=0.5, served=95)
+    assert (kept.met, kept.sure, kept.ratio) == (True, False, 0.5) and kept.sustained
+    unmeasured = rate_probe(100, met=True, sure=True, throughput=1.0, ratio=0.5, served=None)
+    assert unmeasured.met and unmeasured.sustained
+    assert Probe(8, True, True, 1.0, 0.5).sustained  # a concurrency: no rate to serve
+
+
+def test_two_rates_not_served_are_never_saturated() -> None:
+    """Saturation needs both probes met: a doubled rate neither served is no saturation."""
+    held = {"met": True, "sure": True, "throughput": 4600.0, "served": 72.0}
+    probes = [rate_probe(150, ratio=0.18, **held), rate_probe(300, ratio=0.52, **held)]  # type: ignore[arg-type]
+    found = conclude(probes, kind=LoadKind.RATE)
+    assert found.stop != CapacityStop.SATURATED and found.capacity is None, found

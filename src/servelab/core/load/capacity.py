@@ -32,6 +32,15 @@ warm-up (a real engine's first requests are slow: CUDA graphs, caches): when suc
 upper end of the bracket, it is probed once more before anything is concluded from it, and the
 search goes on from the later verdict (each load's latest probe counts).
 
+**A rate is served.** A rate probe whose completions did not keep pace with its arrivals
+(:func:`~servelab.core.load.pace.served_rate` under :data:`~servelab.core.load.pace.
+SUSTAINED_SHARE` of the rate) is not met, whatever its latencies (:func:`rate_probe`): a queue grew
+through it, and a loose SLO met within the span says nothing about the rate. A rate met within
+the share is named by what it served when that is less (:attr:`Capacity.offered` keeps the
+rate offered): the capacity, and a saturation (both its probes met), is never a rate above what
+its probe served. The in-flight limit taken whole (``capped``) is kept to be said; an upper end
+not sustained gives no estimate (its latencies are a queue's).
+
 **Failed requests are no verdict.** A probe where more than :data:`FAILED_SHARE` of the requests
 failed (an engine killed, a router with no worker) measured no latency of a working deployment:
 the search stops there (:attr:`CapacityStop.FAILED`) and concludes no capacity at all.
@@ -51,6 +60,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servelab.core.load.pace import sustained
+
 __all__ = [
     "FAILED_SHARE",
     "PROBES",
@@ -66,6 +77,7 @@ __all__ = [
     "first_warmup",
     "next_load",
     "rate_limit",
+    "rate_probe",
     "rate_requests",
 ]
 
@@ -113,7 +125,8 @@ class Probe:
     """One run at one ``load``: whether the SLO held (``sure``: at 95%), the throughput (output
     tokens/s: the steady state's in a closed loop), the binding objective's value over its limit
     (``ratio``, above 1: missed; NaN: no value), its ledger row, and the share of its requests
-    that failed (``failed``)."""
+    that failed (``failed``); a rate probe's rate ``served`` (req/s; None: not measured) and
+    whether its in-flight limit was taken whole (``capped``)."""
 
     load: float
     met: bool
@@ -122,6 +135,14 @@ class Probe:
     ratio: float
     run_id: int | None = None
     failed: float = 0.0
+    served: float | None = None
+    capped: bool = False
+
+    @property
+    def sustained(self) -> bool:
+        """The probe served its load (a concurrency, or a rate not measured: no evidence
+        against)."""
+        return sustained(self.load, self.served)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +161,32 @@ class Capacity:
     sure: bool
     probes: tuple[Probe, ...]
     limit: float | None = None
+    #: the rate offered at the lower end when it served less (``capacity`` is then the rate
+    #: served, within :data:`~servelab.core.load.pace.SUSTAINED_SHARE`); None: as offered
+    offered: float | None = None
+
+
+def rate_probe(
+    rate: float,
+    *,
+    met: bool,
+    sure: bool,
+    throughput: float,
+    ratio: float,
+    served: float | None,
+    capped: bool = False,
+    run_id: int | None = None,
+    failed: float = 0.0,
+) -> Probe:
+    """A rate probe's verdict: the SLO's (``met``, ``sure``, ``ratio``), not met when it did not
+    sustain ``rate`` (served under the share): then sure (the shortfall is the whole probe's, not
+    a percentile's), and its ratio the SLO's only when the SLO missed too (no estimate crosses a
+    limit it kept)."""
+    probe = Probe(rate, met, sure, throughput, ratio, run_id, failed, served, capped)
+    if probe.sustained:
+        return probe
+    return Probe(rate, False, sure if not met else True, throughput, ratio if not met else math.nan,
+                 run_id, failed, served, capped)  # fmt: skip
 
 
 def first_warmup(kind: LoadKind, start: float, requests: int) -> int:
@@ -266,8 +313,16 @@ def next_load(
     return float(math.floor(mid)) if kind == LoadKind.CONCURRENCY else mid
 
 
+def _named(lo: Probe) -> float:
+    """The load a search names for its lower end: a rate never above what it served."""
+    return lo.load if lo.served is None else min(lo.load, lo.served)
+
+
 def _estimate(lo: Probe, hi: Probe) -> float | None:
-    """Where the binding objective crosses its limit, linearly between the two ends."""
+    """Where the binding objective crosses its limit, linearly between the two ends (None: the
+    upper end not sustained: its latencies are a queue's)."""
+    if not hi.sustained:
+        return None
     if not (math.isfinite(lo.ratio) and math.isfinite(hi.ratio)) or not lo.ratio <= 1 < hi.ratio:
         return None
     return lo.load + (hi.load - lo.load) * (1 - lo.ratio) / (hi.ratio - lo.ratio)
@@ -297,10 +352,11 @@ def conclude(
     return Capacity(
         kind=kind,
         stop=stop,
-        capacity=None if lo is None else lo.load,
+        capacity=None if lo is None else _named(lo),
         above=None if hi is None else hi.load,
         estimate=estimate,
         sure=bool(ends) and all(p.sure for p in ends),
         probes=tuple(probes),
         limit=limit,
+        offered=None if lo is None or _named(lo) >= lo.load else lo.load,
     )

@@ -26,9 +26,11 @@ from servelab.core.load.capacity import (
     first_warmup,
     next_load,
     rate_limit,
+    rate_probe,
     rate_requests,
 )
 from servelab.core.load.metrics import SloAttainment
+from servelab.core.load.pace import in_flight_peak, served_rate
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
 from servelab.ops.telemetry.watch import MetricsPlan
@@ -87,16 +89,23 @@ def _binding_ratio(att: SloAttainment) -> float:
     return max((r for r in ratios if math.isfinite(r)), default=math.nan)
 
 
-def probe_of(load: float, run: RunResult) -> Probe:
+def probe_of(load: float, run: RunResult, kind: LoadKind = LoadKind.CONCURRENCY) -> Probe:
     """A probe from its run: the SLO's verdict, the throughput, the binding ratio, the share of
-    its requests that failed (cut ones not counted)."""
+    its requests that failed (cut ones not counted); a rate's, the rate its requests were served
+    at (:func:`~servelab.core.load.pace.served_rate`: not sustained, not met) and whether they
+    took every slot of the in-flight limit (the run's concurrency)."""
     att = run.slo
     if att is None:
         raise ValueError("a capacity probe needs an SLO")
     m = run.metrics
     throughput = m.steady_throughput if m.steady_throughput is not None else m.output_throughput
     failed = m.n_failed / max(1, m.n_requests - m.n_cut)
-    return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id, failed)
+    ratio = _binding_ratio(att)
+    if kind == LoadKind.CONCURRENCY:
+        return Probe(load, att.met, att.sure, throughput, ratio, run.run_id, failed)
+    return rate_probe(load, met=att.met, sure=att.sure, throughput=throughput, ratio=ratio,
+                      served=served_rate(load, run.records), run_id=run.run_id, failed=failed,
+                      capped=in_flight_peak(run.records) >= run.concurrency)  # fmt: skip
 
 
 def _probe_config(config: BenchConfig, kind: LoadKind, load: float, span_s: float) -> BenchConfig:
@@ -157,7 +166,7 @@ async def find_capacity(
         if got.interrupted or not got.runs:
             interrupted = True
             break
-        probes.append(probe_of(load, got.runs[-1]))
+        probes.append(probe_of(load, got.runs[-1], kind))
     capacity = conclude(probes, kind=kind, ceiling=ceiling, interrupted=interrupted, limit=limit)
     span = span_s if kind == LoadKind.RATE else None
     return CapacityResult(config, capacity, runs, span)
