@@ -94,6 +94,39 @@ def test_ctrl_c_during_restart_says_what_is_down_and_how_to_bring_it_back(
     assert live_procs_under(tmp_path) == []
 
 
+def test_ctrl_c_before_anything_stopped_names_nothing_down(tmp_path: Path) -> None:
+    """The twenty-fourth pass: ``restart decode`` interrupted ~0.8 s in, before anything was
+    stopped, said "down: router; bring them back with …" while the router still served. Here
+    b's stop command (b: a's dependent, stopped first) holds until the signal: nothing stopped,
+    nothing is said down, and both still answer."""
+    a, b = free_ports(2)
+    hold, stopping = tmp_path / "hold", tmp_path / "stopping"
+    stop = f"if [ -e {hold} ]; then touch {stopping}; sleep 60; fi"
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + generic_service("a", a, 'ready_path = "/"\n')
+        + generic_service("b", b, f'ready_path = "/"\ndepends_on = ["a"]\nstop = "{stop}"\n')
+    )
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    try:
+        assert run_cli("up", "-f", str(spec), env=env).returncode == 0
+        hold.write_text("")
+        proc = servelab_process(tmp_path, "restart", "a", "-f", str(spec), "--no-verify")
+        err = _interrupt_when(proc, stopping)
+        said = " ".join(err.split())
+        assert "restart interrupted; no service is down" in said, err
+        assert "down: b" not in said and "bring them back" not in said, err
+        assert listening(a) and listening(b)
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            row = ledger.list(DeploymentRecord)[-1]
+        assert row.action == "restart" and row.detail["down"] == []
+    finally:
+        hold.unlink(missing_ok=True)
+        run_cli("down", "-f", str(spec), env=env)
+    assert live_procs_under(tmp_path) == []
+
+
 def test_markup_in_a_service_log_is_printed_as_text_and_up_cleans_up(tmp_path: Path) -> None:
     good, bad = free_ports(2)
     (tmp_path / "servelab.toml").write_text(

@@ -43,6 +43,7 @@ a foreground service, its serving pid (the port's owner) adopted at once, withou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, ServiceStatus
@@ -377,6 +378,7 @@ async def restart(
         except BaseException as exc:
             report.interrupted = isinstance(exc, asyncio.CancelledError)
             report.error = "interrupted" if report.interrupted else _cause(exc)
+            down -= await _still_serving(op, down)
             _note_down(op, report, down)
             _record_restart(op, report)
             if report.interrupted:
@@ -425,6 +427,19 @@ async def _restart(
         await _restore_files(op, report)
         report.rolled_back = True
         await _co_restart(op, plan, report.rollback_steps, down)
+
+
+async def _still_serving(op: Operation, names: set[str]) -> set[str]:
+    """Those of ``names`` (counted down as their stop began) that still answer their readiness:
+    a restart cut before it stopped them (during a dependent's stop) left them serving, never
+    "down". A second signal ends the look: the rest stay counted down."""
+    serving: set[str] = set()
+    with contextlib.suppress(asyncio.CancelledError):
+        for name in sorted(names):
+            with contextlib.suppress(ServelabError, OSError):
+                if (await readiness(op, name, timeout=3.0)).ok:
+                    serving.add(name)
+    return serving
 
 
 def _note_down(op: Operation, report: RestartReport, down: set[str]) -> None:
