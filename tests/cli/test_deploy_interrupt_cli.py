@@ -4,6 +4,8 @@ log, as real processes: what is down is said and recorded, nothing is left runni
 from __future__ import annotations
 
 import json
+import os
+import random
 import signal
 import subprocess
 import time
@@ -12,8 +14,13 @@ from pathlib import Path
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
-from tests.support.generic import generic_service, servelab_process, text_or_empty
+from tests.support.generic import HTTP_SERVER, generic_service, servelab_process, text_or_empty
 from tests.support.processes import listening, live_procs_under
+
+
+def _mine() -> int:
+    """A port of this file's newer tests' range (21000-21999)."""
+    return random.randint(21000, 21999)
 
 
 def _interrupt_when(proc: subprocess.Popen[bytes], started: Path) -> str:
@@ -90,6 +97,79 @@ def test_ctrl_c_during_restart_says_what_is_down_and_how_to_bring_it_back(
         assert run_cli("up", "-f", str(spec), env=env).returncode == 0  # the command said works
         assert listening(a) and listening(b)
     finally:
+        run_cli("down", "-f", str(spec), env=env)
+    assert live_procs_under(tmp_path) == []
+
+
+def test_ctrl_c_before_anything_stopped_names_nothing_down(tmp_path: Path) -> None:
+    """The twenty-fourth pass: ``restart decode`` interrupted ~0.8 s in, before anything was
+    stopped, said "down: router; bring them back with …" while the router still served. Here
+    b's stop command (b: a's dependent, stopped first) holds until the signal: nothing stopped,
+    nothing is said down, and both still answer."""
+    a, b = free_ports(2, draw=_mine)
+    hold, stopping = tmp_path / "hold", tmp_path / "stopping"
+    stop = f"if [ -e {hold} ]; then touch {stopping}; sleep 60; fi"
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + generic_service("a", a, 'ready_path = "/"\n')
+        + generic_service("b", b, f'ready_path = "/"\ndepends_on = ["a"]\nstop = "{stop}"\n')
+    )
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    try:
+        assert run_cli("up", "-f", str(spec), env=env).returncode == 0
+        hold.write_text("")
+        proc = servelab_process(tmp_path, "restart", "a", "-f", str(spec), "--no-verify")
+        err = _interrupt_when(proc, stopping)
+        said = " ".join(err.split())
+        assert "restart interrupted; no service is down" in said, err
+        assert "down: b" not in said and "bring them back" not in said, err
+        assert listening(a) and listening(b)
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            row = ledger.list(DeploymentRecord)[-1]
+        assert row.action == "restart" and row.detail["down"] == []
+    finally:
+        hold.unlink(missing_ok=True)
+        run_cli("down", "-f", str(spec), env=env)
+    assert live_procs_under(tmp_path) == []
+
+
+def test_up_whose_restart_behind_fails_says_the_service_serving_before_is_down(
+    tmp_path: Path,
+) -> None:
+    """The twenty-fourth pass: ``up`` restarted the router (serving) behind the decode it started,
+    the router's start failed, and ``up`` stopped both: the router, serving before the run, was
+    left down, said only as "stopping what this run started". It is said plainly."""
+    a, b = free_ports(2, draw=_mine)
+    hold = tmp_path / "hold"
+    b_start = f"if [ -e {hold} ]; then exit 3; fi; " + HTTP_SERVER.format(port=b)
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + generic_service("a", a, 'ready_path = "/"\n')
+        + f'[services.b]\nrole = "generic"\nurl = "http://127.0.0.1:{b}"\n'
+        + f'start = \'{b_start}\'\nready_path = "/"\ndepends_on = ["a"]\n'
+    )
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    try:
+        assert run_cli("up", "-f", str(spec), env=env).returncode == 0
+        os.killpg(json.loads((tmp_path / "state" / "run" / "a.json").read_text())["pgid"], 9)
+        deadline = time.monotonic() + 60
+        while listening(a):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        hold.write_text("")
+        done = run_cli("up", "-f", str(spec), env=env)
+        assert done.returncode == 1, done.stdout + done.stderr
+        said = " ".join(done.stderr.split())
+        assert "b: restarting (a was started behind it)" in said, done.stderr
+        assert (
+            f"b was serving before this run and is now down; bring it back with: servelab up -f "
+            f"{spec}" in said
+        ), done.stderr
+        assert not listening(b)
+    finally:
+        hold.unlink(missing_ok=True)
         run_cli("down", "-f", str(spec), env=env)
     assert live_procs_under(tmp_path) == []
 

@@ -45,3 +45,26 @@ def test_restart_router_says_not_read_back_and_passes(root: Path) -> None:
             and c.get("knob") == "SERVELAB_SIM_TIME_SCALE"]  # fmt: skip
     assert [c["code"] for c in live] == ["live.not_read_back"], live
     assert live[0]["result"] == "skip" and "not read back (file 0.25)" in live[0]["detail"]
+
+
+def test_knob_set_and_diff_on_the_routers_own_env_knob_say_not_read_back(root: Path) -> None:
+    """The twenty-fourth pass: ``knob set router --unset NAME`` said "already runs with this
+    value; no restart needed" (its blank environment read as "unset"), ``knob diff`` said live
+    "(unset)": the router's value is not read back, and a restart is needed unless proven not."""
+    name = "SERVELAB_SIM_TIME_SCALE"
+    code, out, err = servelab_in(root, "knob", "diff", "router", name)
+    assert code == 0, out + err
+    assert "(unset)" not in out and "not read back" in out, out
+    assert "in file but not live" not in out, out
+    code, out, err = servelab_in(root, "knob", "diff", "router", name, "--json")
+    assert code == 0, out + err
+    diff = json.loads(out)
+    assert diff["live"] is None and diff["live_read"] is False and diff["verdict"] is None, diff
+    code, out, err = servelab_in(root, "knob", "set", "router", name, "--unset")
+    assert code == 0, out + err
+    assert "no restart needed" not in out and "already runs" not in out, out
+    assert f"router's {name} not read back" in out and "restart router" in out, out
+    code, out, err = servelab_in(root, "knob", "set", "router", f"{name}=0.25", "--json")
+    assert code == 0, out + err
+    change = json.loads(out)
+    assert change["restart_needed"] is True and change["live_read"] is False, change

@@ -68,6 +68,7 @@ from servelab.core.deploy.events import (
     StartCommandOutlived,
     StopFailed,
     UnitReloaded,
+    UpLeftServingDown,
     UpUndone,
 )
 from servelab.core.deploy.outcomes import StepOutcome
@@ -139,6 +140,16 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (ServiceFailed("decode", "exited early"), "decode: failed: exited early"),
     (UpUndone(False, ("bad", "good")), "up failed; stopping what this run started: bad, good"),
     (UpUndone(True, ()), "up interrupted; stopping what this run started: nothing"),
+    (
+        UpLeftServingDown(("router",), ("servelab", "up", "-f", "a b.toml")),
+        "router was serving before this run and is now down; bring it back with: servelab up -f "
+        "'a b.toml'",
+    ),
+    (
+        UpLeftServingDown(("router", "proxy"), ("servelab", "up")),
+        "router, proxy were serving before this run and are now down; bring them back with: "
+        "servelab up",
+    ),
     (RestartPlanned(("decode", "router")), "restart plan: decode -> router"),
     (RestartingBehind("router", ("decode",)), "router: restarting (decode was started behind it)"),
     (

@@ -125,12 +125,16 @@ def _kept(stream: TextIO | None, fd: int, name: str) -> KeptStream:
 def kept_streams() -> Iterator[KeptStreams]:
     """``sys.stdout`` and ``sys.stderr`` as :class:`KeptStream` s for the block, put back after it
     (streams already kept are kept once; a descriptor the process started without is held
-    onto ``/dev/null``, :func:`_held`)."""
+    onto ``/dev/null``, :func:`_held`). So is standard input: a process started with it closed
+    (``<&-``) reads end of input there, ``sys.stdin`` a stream on it, so a confirmation
+    (``click.confirm``) ends as with ``</dev/null`` ("Aborted!"), never "lost sys.stdin"."""
     _hold(0)  # ``<&-``: the first file opened would otherwise be read as standard input
-    before = sys.stdout, sys.stderr
+    before = sys.stdout, sys.stderr, sys.stdin
     out, err = _kept(before[0], 1, "standard output"), _kept(before[1], 2, "standard error")
     sys.stdout, sys.stderr = cast("TextIO", out), cast("TextIO", err)
+    if before[2] is None:
+        sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     try:
         yield KeptStreams(out, err)
     finally:
-        sys.stdout, sys.stderr = before
+        sys.stdout, sys.stderr, sys.stdin = before

@@ -8,17 +8,16 @@ Where a path leads, it is written there and only there (:func:`write_atomic`):
   planted in an export's folder, ``DIR/requests.jsonl -> /etc/passwd``); so is a link among the
   folders :func:`write_files` writes. A deployment's env and config files (an operator may link
   them on purpose) are written through their link (``follow_links=True``); a link to a device
-  or a FIFO is streamed into; ``/dev/stdout``, ``/dev/fd/N`` use that descriptor;
+  or a FIFO is as what it leads to; ``/dev/stdout``, ``/dev/fd/N`` use that descriptor;
 - a regular file (or a new one) is written whole or not at all: the bytes go to a temporary file in
   the same directory, are flushed to disk (``fsync``), and the temporary file is renamed over the
   target, so a reader (or a crash) never sees half a file. An existing file keeps its permission
   bits, its owner and its group (``root:daemon 0640`` stays so); when the owner or group cannot be
   given to the new file (another user's file), the write is refused, the file untouched; so is a
-  file this user could not open for writing (a read-only ``0444`` file of a non-root user), as
-  ``open`` would refuse it;
+  file this user could not open for writing (a read-only ``0444`` file, not root), as ``open`` does;
 - anything else that exists (a FIFO, a character device such as ``/dev/null`` or ``/dev/full``,
   ``/dev/fd/N`` of a shell's process substitution) is opened and streamed into, never renamed
-  over; a directory is refused;
+  over; a directory and a block device (a disk, a loop device: it holds something) are refused;
 - a missing parent directory is an error naming the path, unless the caller documents creating it
   (``parents=True``: the state directory, an ``--export`` or ``--out`` directory).
 
@@ -48,7 +47,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servelab.errors import HostError
-from servelab.io.overwrite import descriptor, existing, link_refusal, linked_folder, unwritten
+from servelab.io.overwrite import descriptor, existing, linked_folder, unwritten, write_refusal
 
 __all__ = [
     "CHUNK_BYTES",
@@ -283,7 +282,7 @@ def write_atomic(
 def _destination(path: Path, follow_links: bool = False) -> tuple[Path, os.stat_result | None]:
     """Where ``path`` leads (its link's end with ``follow_links``, else itself: a link to a
     regular file refused), and what is there (None: nothing yet)."""
-    if not follow_links and (refused := link_refusal(path)) is not None:
+    if (refused := write_refusal(path, follow_links)) is not None:
         raise HostError(refused)
     try:
         st = os.stat(path)  # follows links: what the path names in the end
@@ -426,12 +425,13 @@ def write_to(path: Path, data: Data, *, chunk_bytes: int = CHUNK_BYTES) -> int:
 
 #: The remote half of the writer, run by ``sh -c`` on an SSH host with the bytes on its standard
 #: input; ``{path}`` and ``{backup}`` (empty: none) are shell-quoted. The same rules: a link
-#: followed, a non-regular file streamed into, a missing directory an error, a regular file
-#: replaced through a synced temporary file that first takes its mode, owner and group.
+#: followed, a block device refused, another non-regular file streamed into, no directory an
+#: error, a regular file replaced through a synced temporary file taking its mode, owner, group.
 REMOTE_WRITE_SCRIPT = """set -e
 p={path}; b={backup}
 if [ -L "$p" ]; then p=$(readlink -f -- "$p"); fi
 if [ -d "$p" ]; then echo "$p: it is a directory" >&2; exit 1; fi
+if [ -b "$p" ]; then echo "$p: it is a block device (servelab writes none)" >&2; exit 1; fi
 if [ -e "$p" ] && [ ! -f "$p" ]; then cat > "$p"; exit 0; fi
 if [ -e "$p" ] && [ ! -w "$p" ]; then echo "$p: Permission denied (read-only)" >&2; exit 1; fi
 d=$(dirname -- "$p")

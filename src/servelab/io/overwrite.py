@@ -13,6 +13,7 @@ from pathlib import Path
 from servelab.errors import HostError, OptionError
 
 __all__ = [
+    "block_refusal",
     "check_overwrite",
     "descriptor",
     "existing",
@@ -20,6 +21,7 @@ __all__ = [
     "linked_folder",
     "unused_stem",
     "unwritten",
+    "write_refusal",
 ]
 
 
@@ -49,6 +51,29 @@ def link_refusal(path: Path) -> str | None:
         f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}{folder}), and "
         "servelab writes no file through a link: remove the link, or name the file itself"
     )
+
+
+def block_refusal(path: Path) -> str | None:
+    """Why ``path`` is not written when it leads (itself, or through a link) to a block device: a
+    disk, a partition, a loop device over a disk image holds something, and streaming into it
+    overwrites that; it is refused, ``--force`` or not (no servelab output belongs on a disk).
+    None for anything else (a character device, ``/dev/null``, a tty, a FIFO: streamed into)."""
+    try:
+        end = path.stat()
+    except OSError:  # nothing there, a dangling link: no device
+        return None
+    if not stat.S_ISBLK(end.st_mode):
+        return None
+    return (
+        f"cannot write {path}: it is a block device (a disk, a partition or a loop device: what "
+        "it holds would be overwritten), and servelab writes none, --force or not: name a file"
+    )
+
+
+def write_refusal(path: Path, follow_links: bool = False) -> str | None:
+    """Why the writer does not write ``path`` at all: a link it does not follow
+    (:func:`link_refusal`; ``follow_links``: none), or a block device (:func:`block_refusal`)."""
+    return (None if follow_links else link_refusal(path)) or block_refusal(path)
 
 
 #: The names of a process's open descriptors: written to the descriptor itself.
@@ -84,10 +109,11 @@ def linked_folder(out_dir: Path, rel: str) -> str | None:
 def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
     """The one rule of every writer of a user's file: an existing regular file that holds
     anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`, exit 2,
-    the file untouched); an empty one destroys nothing, a FIFO or a device is streamed into,
-    never "overwritten", and a link to a regular file, a folder or nothing is refused,
-    ``option`` or not (:func:`link_refusal`), before any work; so is a folder itself."""
-    refused = link_refusal(path)
+    the file untouched); an empty one destroys nothing, a FIFO or a character device is streamed
+    into, never "overwritten", and a link to a regular file, a folder or nothing is refused,
+    ``option`` or not (:func:`link_refusal`), before any work; so are a folder itself and a
+    block device (:func:`block_refusal`: it holds a disk's bytes)."""
+    refused = link_refusal(path) or (None if descriptor(path) is not None else block_refusal(path))
     if refused is not None:
         raise OptionError(refused)
     found = existing(path)

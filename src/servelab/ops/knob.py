@@ -34,7 +34,7 @@ from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.knobs.values import check_value
 from servelab.core.redaction import mask
 from servelab.errors import CaseError, HostError, KnobError
-from servelab.io.hosts.discovery import find_process, read_live
+from servelab.io.hosts.discovery import find_process, read_live, read_live_unless_blank
 from servelab.io.hosts.envfiles import (
     MAX_FILE_BYTES,
     config_field,
@@ -60,7 +60,7 @@ from servelab.ops.arguments import (
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
-from servelab.ops.sharedfile import file_readers, read_back
+from servelab.ops.sharedfile import env_blank, file_readers, read_back
 
 __all__ = [
     "check_setting",
@@ -170,18 +170,19 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
         previous = await previous_version(host, path, raw, op.backup_dir(service))
         backup_path, backup = previous if previous is not None else (None, None)
         proc = await find_process(op.loaded, service, host)
-        live = await read_live(host, proc.pid, [name]) if proc.pid is not None else {}
+        live = await read_live_unless_blank(host, proc.pid, [name]) if proc.pid else {}
     return KnobDiff(
         service=service,
         name=name,
         file=None if env is None else env.get(name),
         backup=None if backup is None else backup.get(name),
-        live=live.get(name),
+        live=None if live is None else live.get(name),
         spec_value=svc.knobs.get(name),
         backup_path=backup_path,
         env_file=path,
         pid=proc.pid,
         pid_source=proc.source,
+        live_read=live is not None,
     )
 
 
@@ -329,6 +330,7 @@ async def set_knob(
         pid, live, live_error = await _live_value(op, service, name)
         if pid is not None and not knob.is_env and same_value(live, value):
             live = await _engine_value(op, service, knob, live)
+        live_read = not (pid and knob.is_env and live is None and await env_blank(op, service, pid))
         unread = await _unread(op, service, knob) if pid is not None else None
         shared = [await _reader(op, other, knob) for other in
                   await file_readers(op, service, path, place)]  # fmt: skip
@@ -344,6 +346,7 @@ async def set_knob(
         env_file=path,
         restart_needed=(pid is not None and not same_value(live, value))
         or live_error is not None
+        or not live_read
         or bool(stale),
         running=pid is not None,
         live=live,
@@ -354,6 +357,7 @@ async def set_knob(
         unread=unread,
         shared=tuple((other, seen) for other, seen, _ in stale),
         shared_unread=tuple(other for other, _, read in stale if not read),
+        live_read=live_read,
     )
 
 

@@ -12,11 +12,13 @@ from servelab.core.deploy.topology import file_identity, file_sharers
 from servelab.core.knob import Knob
 from servelab.core.knobs.places import LiveSource
 from servelab.core.knobs.serverinfo import Reported
+from servelab.errors import HostError
+from servelab.io.hosts.discovery import read_live_unless_blank
 from servelab.ops.arguments import engine_arguments, live_argument
 from servelab.ops.context import Operation
 from servelab.ops.fileids import file_identities
 
-__all__ = ["file_readers", "read_back"]
+__all__ = ["env_blank", "file_readers", "read_back"]
 
 
 async def file_readers(op: Operation, service: str, path: str, place: str) -> list[str]:
@@ -64,3 +66,13 @@ async def read_back(op: Operation, service: str, knob: Knob, live: str | None) -
             return Reported(True, live)
     said = (await engine_arguments(op, service, [knob]))[knob.name]
     return said if said.known else Reported(False)
+
+
+async def env_blank(op: Operation, service: str, pid: int) -> bool:
+    """Whether running ``service``'s environment reads blank (a router that wrote its title over
+    it: :func:`~servelab.io.hosts.discovery.read_live_unless_blank`): an env knob not found there
+    is not read back, never "unset" (``knob set`` on the router's own knob, as on a sharer's)."""
+    try:
+        return await read_live_unless_blank(op.host(service), pid, []) is None
+    except HostError:  # gone meanwhile: what was read stands
+        return False

@@ -137,6 +137,12 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
             f"  could not read the live value ({change.live_error}); restart {change.service} "
             "to be sure the new value is live"
         )
+    elif change.running and not change.live_read:
+        lines.append(
+            f"  restart needed: {change.service}'s {change.name} not read back (its environment "
+            f"reads blank: it writes over it, as sglang-router does); the new value becomes live "
+            f"after `{restart}`"
+        )
     elif change.running and not same_value(change.live, change.new):
         lines.append(
             f"  restart needed: {change.service} runs with "
@@ -161,6 +167,10 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
     return "\n".join(lines) + "\n"
 
 
+def _live_cell(running: bool) -> str:
+    return "(not read back)" if running else "(not running)"
+
+
 def render_knob_diff(diff: KnobDiff) -> str:
     """File, backup and live values side by side, and the file-vs-live verdict."""
     table = Table(title=f"{diff.service} {diff.name}", title_justify="left")
@@ -173,7 +183,7 @@ def render_knob_diff(diff: KnobDiff) -> str:
         Text(spec if diff.spec_value is not None else "(not pinned)"),
         Text(file),
         Text(backup if diff.backup_path else "(no backup)"),
-        Text(live if diff.running else "(not running)"),
+        Text(live if diff.running and diff.live_read else _live_cell(diff.running)),
     )
     where = _where(diff.place, diff.env_file)
     notes = [f"file:   {where}", *_shadowed(diff.name, diff.shadowed)]
@@ -183,4 +193,9 @@ def render_knob_diff(diff: KnobDiff) -> str:
     verdict = diff.verdict
     if verdict is not None:
         notes.append(f"verdict: {describe_verdict(verdict)}")
+    elif diff.running:  # its environment reads blank: never "unset"
+        notes.append(
+            "verdict: live not read back (its environment reads blank: it writes over it, as "
+            "sglang-router does); restart it to be sure the file's value is live"
+        )
     return plain_text(table) + "\n".join(notes) + "\n"

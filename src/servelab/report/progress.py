@@ -65,6 +65,7 @@ from servelab.core.deploy.events import (
     StartCommandOutlived,
     StopFailed,
     UnitReloaded,
+    UpLeftServingDown,
     UpUndone,
 )
 from servelab.core.knobs.events import KnobSetting, KnobVerifiedLive
@@ -109,7 +110,7 @@ def describe_progress(event: ProgressEvent) -> str:
             | ServiceAlreadyUp() | KnobNotAsFile() | ServiceStopped() | StopFailed()
             | ServiceFailed() | UpUndone() | RestartPlanned() | EnvFileRestored() | UnitReloaded()
             | RollingPlanned() | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
-            | RouterNotAsSpec() | RestartingBehind()
+            | RouterNotAsSpec() | RestartingBehind() | UpLeftServingDown()
         ):  # fmt: skip
             return _deploy(event)
         case ReadingEnvFile(service=service):
@@ -172,7 +173,8 @@ def _deploy(
     event: ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady
     | ServiceAlreadyUp | KnobNotAsFile | ServiceStopped | StopFailed | ServiceFailed | UpUndone
     | RestartPlanned | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted
-    | RollPhaseFailed | OtherDeploymentsRecord | RouterNotAsSpec | RestartingBehind,
+    | RollPhaseFailed | OtherDeploymentsRecord | RouterNotAsSpec | RestartingBehind
+    | UpLeftServingDown,
 ) -> str:  # fmt: skip
     match event:
         case ServiceStarted(service=service, pid=pid, host=host, log=log):
@@ -215,6 +217,11 @@ def _deploy(
         case UpUndone(interrupted=interrupted, stopping=stopping):
             what = "up interrupted" if interrupted else "up failed"
             return f"{what}; stopping what this run started: {', '.join(stopping) or 'nothing'}"
+        case UpLeftServingDown(services=services, recovery=recovery):
+            one = len(services) == 1
+            was, now, it = ("was", "is", "it") if one else ("were", "are", "them")
+            return (f"{', '.join(services)} {was} serving before this run and {now} now down; "
+                    f"bring {it} back with: {shlex.join(recovery)}")  # fmt: skip
         case RestartingBehind(service=service, behind=behind):
             verb = "was" if len(behind) == 1 else "were"
             return f"{service}: restarting ({', '.join(behind)} {verb} started behind it)"

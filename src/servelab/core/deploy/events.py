@@ -36,6 +36,7 @@ __all__ = [
     "StartCommandOutlived",
     "StopFailed",
     "UnitReloaded",
+    "UpLeftServingDown",
     "UpUndone",
 ]
 
@@ -176,6 +177,15 @@ class UpUndone:
 
 
 @dataclass(frozen=True)
+class UpLeftServingDown:
+    """A failed ``up`` stopped ``services`` it had restarted behind what it started: they were
+    serving before the run and are now down; ``recovery`` brings them back."""
+
+    services: tuple[str, ...]
+    recovery: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RestartingBehind:
     """``up`` restarts ``service``, found already running, because it started ``behind`` (what
     ``service`` depends on) under it (:func:`~servelab.core.deploy.topology.started_behind`)."""
@@ -244,6 +254,7 @@ DeployProgress = (
     | ServiceFailed
     | RestartingBehind
     | UpUndone
+    | UpLeftServingDown
     | RestartPlanned
     | CoRestarting
     | EnvFileRestored

@@ -66,6 +66,10 @@ class KnobChange:
     #: command line and environment and has not reported it; a host error): their value there
     #: is None, unknown, never "unset".
     shared_unread: tuple[str, ...] = ()
+    #: False when the running service's environment reads blank (a router writes over it, as
+    #: sglang-router's title ``sglang::router`` does): ``live`` None is a value not read back,
+    #: never "unset", and the restart is needed.
+    live_read: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class KnobDiff:
     shadowed: tuple[tuple[str, str | None], ...] = ()
     #: As :attr:`KnobValue.abbreviated`: the file value is uncertain.
     abbreviated: Annotated[tuple[tuple[str, str], ...] | None, OMITTED_IF_NONE] = None
+    #: As :attr:`KnobChange.live_read`: False, ``live`` None is not read back (no verdict).
+    live_read: bool = True
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -99,5 +105,5 @@ class KnobDiff:
     @computed_field  # type: ignore[prop-decorator]
     @property
     def verdict(self) -> LiveVerdict | None:
-        """File vs live; None when the service is not running."""
-        return live_verdict(self.file, self.live) if self.running else None
+        """File vs live; None when the service is not running or its value not read back."""
+        return live_verdict(self.file, self.live) if self.running and self.live_read else None

@@ -40,6 +40,9 @@ class DeployReport:
     interrupted: bool = False
     stopped: list[str] = field(default_factory=list)
     pair: Annotated[list[FlatCheck], Field(exclude_if=_empty)] = field(default_factory=list)
+    #: A failed ``up``: the services serving before it that it restarted behind what it started
+    #: and left down (left out of the JSON while empty).
+    serving_before: Annotated[list[str], Field(exclude_if=_empty)] = field(default_factory=list)
 
     @property
     def pair_mismatches(self) -> list[Check]:

@@ -53,6 +53,7 @@ from servelab.core.deploy.events import (
     RestartPlanned,
     RouterNotAsSpec,
     ServiceFailed,
+    UpLeftServingDown,
     UpUndone,
 )
 from servelab.core.deploy.outcomes import StepOutcome
@@ -79,6 +80,7 @@ from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.ops.deploy.rollback import prepare_rollback
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
+from servelab.ops.deploy.upcheck import still_serving
 from servelab.ops.deploy.writable import check_writable
 from servelab.ops.fileids import file_identities
 from servelab.ops.knob import not_as_file
@@ -152,6 +154,7 @@ def _ours(step: Step | None) -> bool:
 async def _up(op: Operation, services: list[str] | None) -> list[Step]:
     steps: list[Step] = []
     started: list[str] = []
+    serving: list[str] = []  # found serving, restarted behind: serving before this run
     try:
         for name in up_plan(op.spec, services):
             step = await already_up(op, name)
@@ -159,6 +162,7 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
             if behind:  # the one restart rule: restarted after what it depends on
                 op.say(RestartingBehind(name, behind))
                 started.append(name)
+                serving.append(name)
                 await stop(op, name)
                 step = await start(op, name)
             elif step is None:
@@ -169,7 +173,7 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
                 await _warn_router_not_as_spec(op, name)
             steps.append(step)
     except BaseException as exc:  # whatever happened (a progress callback too): stop, record
-        report = await _undo_up(op, steps, started, exc)
+        report = await _undo_up(op, steps, started, exc, serving)
         if isinstance(exc, asyncio.CancelledError):
             raise DeployInterrupted(report) from exc
         raise
@@ -203,10 +207,11 @@ async def _warn_router_not_as_spec(op: Operation, name: str) -> None:
 
 
 async def _undo_up(
-    op: Operation, steps: list[Step], started: list[str], exc: BaseException
+    op: Operation, steps: list[Step], started: list[str], exc: BaseException, serving: list[str]
 ) -> DeployReport:
     """Stop what this ``up`` started (newest first) and record the failure; never raises on the
-    way (a progress callback that raises is ignored here: stopping comes first)."""
+    way (a progress callback that raises is ignored here: stopping comes first). Those of
+    ``serving`` (serving before the run, restarted behind) now down are said plainly."""
     safe = op.derive(progress=tolerant(op.say))
     interrupted = isinstance(exc, asyncio.CancelledError)
     reason = "interrupted" if interrupted else (str(exc) or type(exc).__name__)
@@ -215,6 +220,11 @@ async def _undo_up(
     stops = [await stop_safely(safe, name) for name in reversed(started)]
     report = DeployReport("up", steps, error=reason, interrupted=interrupted)
     report.stopped = [step.service for step in stops]
+    up_now = await still_serving(safe, set(serving))
+    report.serving_before = [name for name in serving if name not in up_now]
+    if report.serving_before:
+        recovery = tuple(_recovery(op))
+        safe.say(UpLeftServingDown(tuple(report.serving_before), recovery))
     report.deployment_id = _record(op, "up", report)
     return report
 
@@ -377,6 +387,7 @@ async def restart(
         except BaseException as exc:
             report.interrupted = isinstance(exc, asyncio.CancelledError)
             report.error = "interrupted" if report.interrupted else _cause(exc)
+            down -= await still_serving(op, down)
             _note_down(op, report, down)
             _record_restart(op, report)
             if report.interrupted:

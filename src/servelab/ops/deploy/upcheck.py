@@ -20,15 +20,17 @@ its env files and restart the other copy's processes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from servelab.core.deploy.refusals import AnothersProcesses, NotUp, RunRefused
 from servelab.core.deploy.topology import dependencies
+from servelab.errors import ServelabError
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, operation
 from servelab.ops.deploy.anothers import anothers_processes
 from servelab.ops.deploy.services import readiness
 
-__all__ = ["refuse_not_serving", "refuse_not_up"]
+__all__ = ["refuse_not_serving", "refuse_not_up", "still_serving"]
 
 
 async def refuse_not_up(op: Operation, command: str) -> None:
@@ -71,3 +73,17 @@ async def _refuse_down(
                  if (found.status is None if sends_only else not found.ok))  # fmt: skip
     if down:
         raise RunRefused(NotUp(command, down, tuple(op.loaded.spec_args), sends_only))
+
+
+async def still_serving(op: Operation, names: set[str]) -> set[str]:
+    """Those of ``names`` that answer their readiness ready now (one probe each, 3 s at most): a
+    restart cut before it stopped them (during a dependent's stop) left them serving, never
+    "down"; a failed ``up`` that stopped one serving before it left it down. A second signal
+    ends the look: the rest count as down."""
+    serving: set[str] = set()
+    with contextlib.suppress(asyncio.CancelledError):
+        for name in sorted(names):
+            with contextlib.suppress(ServelabError, OSError):
+                if (await readiness(op, name, timeout=3.0)).ok:
+                    serving.add(name)
+    return serving
