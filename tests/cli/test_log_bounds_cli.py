@@ -72,14 +72,25 @@ def test_up_quotes_a_2_gb_log_from_its_end(
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("where", ["local", "ssh"])
-@pytest.mark.parametrize("kind", ["/dev/full", "fifo"])
-def test_up_refuses_a_log_that_is_a_device_or_a_fifo(
+@pytest.mark.parametrize("kind", ["/dev/full", "fifo", "a file elsewhere", "nothing"])
+def test_up_refuses_a_log_that_is_a_device_a_fifo_or_a_link(
     tmp_path: Path, where: str, kind: str, request: pytest.FixtureRequest
 ) -> None:
+    """A log linked to a file elsewhere (someone's ``~/.bashrc``) or to nothing would have the
+    launch append the service's output there: refused as a device is (issue 38, the seventeenth
+    pass's left)."""
     spec = _spec(tmp_path, _failing(free_port()), _server(where, request))
     log = tmp_path / "state" / "logs" / "web.log"
+    victim = tmp_path / "victim.txt"
     if kind == "fifo":
         os.mkfifo(log)
+    elif kind == "a file elsewhere":
+        victim.write_text("keep me\n")
+        kind = str(victim)
+        log.symlink_to(kind)
+    elif kind == "nothing":
+        kind = str(victim)
+        log.symlink_to(kind)
     else:
         log.symlink_to(kind)
     done, peak_mb = run_measured(["up", "-f", str(spec)], tmp_path / "up.rss", timeout=240)
@@ -89,6 +100,7 @@ def test_up_refuses_a_log_that_is_a_device_or_a_fifo(
     assert "started pid" not in done.stdout + done.stderr
     assert not (tmp_path / "state" / "run" / "web.json").exists()
     assert os.readlink(log) == kind if kind != "fifo" else log.is_fifo()
+    assert not victim.exists() or victim.read_text() == "keep me\n"
     assert peak_mb < BOUND_MB, peak_mb
 
 

@@ -2,7 +2,8 @@
 on its host), and the tail of it a failure quotes.
 
 A log is a regular file (or none yet: the launch makes it). One that is a device, a FIFO or a
-link to one (``logs/decode.log -> /dev/full``) is never written to, and never read: the
+symbolic link (``logs/decode.log -> /dev/full``, or to a file of someone's elsewhere, or to
+nothing) is never written to, and never read: the
 pre-flight of ``up`` and ``restart`` refuses it before anything stops
 (:mod:`servelab.ops.deploy.writable`, :data:`LOG_REFUSED`), and its tail says so
 (:data:`LOG_NOT_READ`) instead of reading ``/dev/full`` until memory runs out. A regular log is
@@ -22,8 +23,8 @@ __all__ = ["LOG_NOT_READ", "LOG_REFUSED", "tail"]
 
 #: Why the pre-flight refuses a log that is not a regular file.
 LOG_REFUSED = (
-    f"{NOT_A_REGULAR_FILE} (a device, a FIFO or a link to one): a log is appended to and its "
-    "tail read; remove it, and the start makes a new log there"
+    f"{NOT_A_REGULAR_FILE} (a device, a FIFO or a symbolic link): a log is appended to and its "
+    "tail read, never through a link; remove it, and the start makes a new log there"
 )
 
 

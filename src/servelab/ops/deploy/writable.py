@@ -6,7 +6,7 @@ cannot record (issue 38).
 - this machine: the pid records' directory (``<state_dir>/run``: a file is created and removed
   in it) and each existing pid record of the plan (replaced or removed), and the ledger file;
 - each service's host: its log's directory (``<state_dir>/logs``) and log file (a regular
-  file, or none yet: a device, a FIFO or a link to one is refused, never written to nor read:
+  file, or none yet: a device, a FIFO or a symbolic link is refused, never written to nor read:
   :mod:`servelab.io.hosts.logs`), the directory of a shell command's status file
   (``<state_dir>/run`` there), and its backup directory when it has an env file or a
   ``config_file`` (a copy of each file as the launch reads it is kept there at each launch: what
@@ -111,7 +111,10 @@ def _free_bytes(path: str) -> int | None:
 
 def _local_refused(place: Place) -> str | None:
     """Why ``place`` (on this machine) cannot be written; None: it can."""
-    if place.regular and os.path.exists(place.path) and not os.path.isfile(place.path):
+    if place.regular and (
+        os.path.islink(place.path)
+        or (os.path.exists(place.path) and not os.path.isfile(place.path))
+    ):  # a link to a file elsewhere would have the launch append to that file
         return LOG_REFUSED
     if place.directory:
         try:
@@ -159,8 +162,11 @@ def _probe_script(checked: list[Place]) -> str:
         else:
             test = f"{{ [ ! -e {path} ] || [ -w {path} ]; }}"
         lines.append(f"{test} 2>/dev/null || printf '%s\\n' {path}")
-        if place.regular:  # exists, and not a regular file (a link followed)
-            lines.append(f"[ ! -e {path} ] || [ -f {path} ] || printf 'other\\t%s\\n' {path}")
+        if place.regular:  # a link, or there and not a regular file
+            lines.append(
+                f"{{ [ ! -L {path} ] && {{ [ ! -e {path} ] || [ -f {path} ]; }}; }} || "
+                f"printf 'other\\t%s\\n' {path}"
+            )
         if place.directory:  # its free KiB, where df answers
             lines.append(f"n={MIN_FREE_BYTES // 1024}")
             for copied in place.copied:  # and the KiB of each file copied there
