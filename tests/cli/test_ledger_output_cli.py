@@ -134,3 +134,24 @@ def test_csv_into_something_that_is_not_a_directory_is_refused(
     assert sorted(tmp_path.iterdir()) == before
     if kind == "file":
         assert out.read_text() == "kept\n"
+
+
+def test_csv_into_a_link_to_a_folder_is_refused(ledger_file: Path, tmp_path: Path) -> None:
+    """``--format csv OUT`` with OUT a symbolic link to a folder wrote its tables through the
+    link, into the folder it names (someone's ``/etc``); servelab writes no file through a link:
+    refused, exit 2, naming the link and its target, nothing written there."""
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    out = tmp_path / "out"
+    out.symlink_to(folder)
+    for extra in ([], ["--json"]):
+        done = run_cli("ledger", "export", "--format", "csv", str(out), "--ledger",
+                       str(ledger_file), *extra, cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        said = json.loads(done.stdout)["error"] if extra else done.stderr
+        assert "Invalid value for OUT" in said and "it is a symbolic link" in said, said
+        assert str(folder) in said, said
+    assert list(folder.iterdir()) == []
+    assert ok("ledger", "export", "--format", "csv", str(folder), "--ledger",
+              str(ledger_file)).returncode == 0  # fmt: skip
+    assert (folder / "manifest.json").is_file()

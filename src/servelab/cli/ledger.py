@@ -29,7 +29,7 @@ from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.overwrite import check_overwrite
+from servelab.io.overwrite import check_overwrite, link_refusal
 from servelab.report.ledger import (
     ChildrenOf,
     ExportSummary,
@@ -243,6 +243,8 @@ def ledger_export(
             "directory, or --format json or jsonl for one file)",
             param_hint="OUT",
         )
+    if fmt == "csv" and (linked := link_refusal(Path(out))) is not None:
+        raise click.BadParameter(linked, param_hint="OUT")  # a link to a folder: not followed
 
     async def body(ledger: Ledger) -> ExportSummary:
         if fmt == "csv":  # every table's file, by the rule manifest.json was checked by
