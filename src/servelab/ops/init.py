@@ -65,6 +65,7 @@ from servelab.errors import (
     ServelabError,
     WorkerListError,
 )
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES
 from servelab.io.hosts.host import Host, host_for
 from servelab.io.http.client import REDIRECTED, HttpClient, oversize
 from servelab.io.routerworkers import RouterWorker, router_workers
@@ -411,7 +412,7 @@ async def _unit_start(
     variables: dict[str, str] = {}
     if env_file is not None:
         try:
-            text = (await host.read_file(env_file)).decode(errors="replace")
+            text = (await host.read_file(env_file, limit=MAX_FILE_BYTES)).decode(errors="replace")
             variables = parse_envfile(text, source=env_file).as_dict()
         except (HostError, KnobError):
             variables = {}

@@ -26,6 +26,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
+from servelab.ops.case.changes import find_changes
 from servelab.report.case import case_json, event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
@@ -107,6 +108,20 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
     cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"], override="by hand")
     with pytest.raises(CaseError, match="nothing to restore"):
         await cases.restore(loaded, ledger, cid)
+
+
+async def test_a_backup_point_larger_than_an_env_file_is_refused_unread(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """``case bisect --good backup:PATH`` read the backup whole (``/dev/zero`` renamed as one,
+    a 2 GB file): it is read as an env file is, 1 MiB at most, a larger one refused, named."""
+    loaded = load_spec(write_pd_spec(tmp_path, time_scale=0.02))
+    backup = tmp_path / "env" / "decode.env.bak-20261130T141743Z"
+    backup.write_bytes(b"# a backup\n" + b"A=1\n" * (600 * 1024))  # 2.4 MiB
+    with pytest.raises(CaseError, match=r"cannot read the backup .*larger than 1048576 bytes"):
+        await find_changes(loaded, ledger, f"backup:{backup}")
+    backup.write_bytes(b"# a backup\n")  # a small one is read: no change of a declared knob
+    assert await find_changes(loaded, ledger, f"backup:{backup}", f"backup:{backup}") == ()
 
 
 def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from servelab.core.knobs.rules import check_knob_name, parse_env_bytes
 from servelab.core.verify.checks import Check, KnobInFile, KnobLive
 from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError, HostError
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.arguments import argument_knob
 from servelab.ops.context import Operation, SpecOrOperation, operation
@@ -61,7 +62,8 @@ async def _backup_values(
         if env is None or not base.startswith(posixpath.basename(env) + "."):
             continue
         try:
-            parsed = parse_env_bytes(await op.host(service).read_file(path), path)
+            data = await op.host(service).read_file(path, limit=MAX_FILE_BYTES)
+            parsed = parse_env_bytes(data, path)
         except HostError as exc:
             raise CaseError(f"cannot read the backup {path}: {exc}") from exc
         for knob in op.spec.services[service].knobs:
