@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from tests.support import run_cli
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "servelab" / "cli"
@@ -70,3 +70,45 @@ def test_a_bounded_finite_says_finite_first_then_the_bound() -> None:
     with pytest.raises(click.BadParameter, match=r"1e\+308 is not in the range"):
         Finite(0, 86400).convert("1e308", None, None)
     assert Finite(0, 86400).convert("86400", None, None) == 86400.0
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("case", "show", "\u0663"), "CASE_ID"),  # Arabic-Indic three
+        (("soak", "--rounds", "\u0c67"), "--rounds"),  # Telugu one
+        (("tune", "--gpus", "\uff12", "--knob", "decode:x=1,2"), "--gpus"),  # fullwidth two
+    ],
+)
+def test_whole_numbers_in_other_scripts_are_usage_errors_naming_the_option(
+    args: tuple[str, ...], option: str, tmp_path: Path
+) -> None:
+    """click's ``int`` read any script's digits: ``case show ٣`` showed case 3, ``soak --rounds
+    ౧`` ran a round. ``cli/numbers.Whole`` takes ASCII digits only (left from the seventeenth
+    pass)."""
+    done = run_cli(*args, "--ledger", str(tmp_path / "l.db"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Invalid value for" in done.stderr and option in done.stderr, done.stderr
+    assert "ASCII digits" in done.stderr, done.stderr
+    assert not (tmp_path / "l.db").exists()
+
+
+def test_whole_keeps_ascii_numbers_and_its_bounds() -> None:
+    assert Whole().convert("-7", None, None) == -7 and Whole(1).convert("12", None, None) == 12
+    for text in ("\u0663", "1\u00b2", "\uff11"):
+        with pytest.raises(click.BadParameter, match="ASCII digits"):
+            Whole().convert(text, None, None)
+    with pytest.raises(click.BadParameter):
+        Whole(1, 50).convert("51", None, None)
+
+
+def test_every_whole_number_option_is_whole() -> None:
+    """No command declares click's int or IntRange itself (they read any script's digits)."""
+    found = [
+        f"{path.name}:{n}"
+        for path in sorted(CLI.glob("*.py"))
+        if path.name != "numbers.py"
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if re.search(r"IntRange\(|type=int\b|click\.INT\b", line)
+    ]
+    assert not found, found

@@ -25,7 +25,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.interrupted import noting
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     LoadOptions,
     OutputOptions,
@@ -220,7 +220,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     help="Visit order within rounds: abba, or random (seeded, recorded).",
 )
 @click.option(
-    "--order-seed", default=0, show_default=True, type=int, help="Seed of --order random."
+    "--order-seed", default=0, show_default=True, type=Whole(), help="Seed of --order random."
 )
 @click.option("--until-decided", is_flag=True, help="Stop once every C is decided (anytime-valid).")
 @click.option(
@@ -245,10 +245,10 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     "--gpus",
     default=1,
     show_default=True,
-    type=click.IntRange(1),
+    type=Whole(1),
     help="GPUs the deployment holds (prices GPU-minutes).",
 )
-@click.option("--resume", type=int, default=None, help="Resume the interrupted A/B journal ID.")
+@click.option("--resume", type=Whole(), default=None, help="Resume the interrupted A/B journal ID.")
 @click.option("--plan", is_flag=True, help="Rounds needed, from recorded A/Bs; runs nothing.")
 @click.option(
     "--effect",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from servelab.cli.numbers import Whole
 from servelab.cli.sharedoption import Decorator
 from servelab.core.answers.contract import AnswersConfig, AnswersMode, AnswersUnchecked
 from servelab.report.answers import unkeepable_phrase
@@ -29,7 +30,7 @@ def answer_probes_option() -> Decorator:
     and ``soak`` send (verify after its e2e request; soak at C1 before its sessions and again
     under load), checked against the deployment's references in the ledger."""
     return click.option(
-        "--answer-probes", type=click.IntRange(0, 24), default=3, show_default=True,
+        "--answer-probes", type=Whole(0, 24), default=3, show_default=True,
         help="Greedy answer probes (a plain one, a tool call, a pass key in a long context), "
         "checked without a reference and against verify's references in the ledger (0: none).",
     )  # fmt: skip

@@ -25,6 +25,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
+from servelab.cli.numbers import Whole
 from servelab.cli.options import FORCE_HELP, REVERT_TO, wait_option
 from servelab.core.case.contract import (
     RestoreAdvice,
@@ -119,7 +120,7 @@ def case_open(title: str, spec_path: Path | None, ledger_path: Path | None, as_j
 
 
 @case_group.command("suspect")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @click.argument("target")
 @click.option("--reason", required=True, help="Why it is suspected.", callback=stored_text)
 @spec_option
@@ -148,11 +149,11 @@ def case_suspect(
 
 
 @case_group.command("evidence")
-@click.argument("case_id", type=int)
-@click.option("--run", "run_id", type=int, help="A recorded bench run.")
-@click.option("--verify", "verify_id", type=int, help="A recorded verification.")
-@click.option("--soak", "soak_id", type=int, help="A recorded soak.")
-@click.option("--ab", "ab_id", type=int, help="A recorded A/B experiment.")
+@click.argument("case_id", type=Whole())
+@click.option("--run", "run_id", type=Whole(), help="A recorded bench run.")
+@click.option("--verify", "verify_id", type=Whole(), help="A recorded verification.")
+@click.option("--soak", "soak_id", type=Whole(), help="A recorded soak.")
+@click.option("--ab", "ab_id", type=Whole(), help="A recorded A/B experiment.")
 @click.option("--note", help="A note (what someone observed).", callback=stored_text)
 @spec_option
 @ledger_option
@@ -197,7 +198,7 @@ def _print_preview(preview: RevertPreview) -> None:
 
 
 @case_group.command("revert")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @click.argument("target")
 @REVERT_TO.option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -256,7 +257,7 @@ def case_revert(
 
 
 @case_group.command("resolve")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @click.option("--root-cause", required=True, help="What the cause was.", callback=stored_text)
 @click.option("--exonerate", multiple=True, help="A target cleared of suspicion (repeatable).")
 @click.option("--convict", multiple=True, help="A target found guilty (repeatable).")
@@ -322,7 +323,7 @@ def _print_case(view: cases.CaseView, advice: RestoreAdvice | None) -> None:
 
 
 @case_group.command("show")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @spec_option
 @ledger_option
 @json_option
@@ -373,7 +374,7 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
 
 
 @click.command("restore")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option

@@ -20,7 +20,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.interrupted import noting
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     IDLE_TIMEOUT,
     REQUESTS,
@@ -62,9 +62,9 @@ experiments = click.Group("case")
 
 
 @experiments.command("test")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @click.argument("target")
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 50),
+@click.option("--rounds", default=3, show_default=True, type=Whole(1, 50),
               help="Visits per arm (ABBA order).")  # fmt: skip
 @REVERT_TO.option()
 @SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
@@ -74,7 +74,7 @@ experiments = click.Group("case")
 @click.option("--test", "test_text", default="soak", show_default=True, metavar="TEST",
               help=f"What tells good from bad: {TEST_FORM}. Default here: the case's failing "
               "soak replayed (a threshold is for case bisect).")  # fmt: skip
-@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
+@click.option("--runs", default=3, show_default=True, type=Whole(1, 50),
               help="A threshold or answers test's bench runs per visit.")  # fmt: skip
 @REQUESTS.option(Default("128", "an answers test runs often; each run carries 5% probes"))
 @WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
@@ -137,7 +137,7 @@ def case_test(
 
 
 @experiments.command("bisect")
-@click.argument("case_id", type=int)
+@click.argument("case_id", type=Whole())
 @click.option("--good", default=None, metavar="POINT",
               help="The state known good: a time, verify:ID or backup:PATH.")  # fmt: skip
 @click.option("--bad", default="now", show_default=True, metavar="POINT",
@@ -147,13 +147,13 @@ def case_test(
               "(repeatable; an empty value: unset).")  # fmt: skip
 @click.option("--test", "test_text", default=None, metavar="TEST",
               help=f"What tells good from bad: {TEST_FORM}.")  # fmt: skip
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 50),
+@click.option("--rounds", default=3, show_default=True, type=Whole(1, 50),
               help="Most rounds per probe (a visit of each arm per round).")  # fmt: skip
 @click.option("--alpha", default=0.05, show_default=True, type=Finite(), help="Significance level.")
 @click.option("--effect", default=0.5, show_default=True, type=Finite(),
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
 @SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
-@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
+@click.option("--runs", default=3, show_default=True, type=Whole(1, 50),
               help="A threshold or answers test's bench runs per visit.")  # fmt: skip
 @REQUESTS.option(Default("128", "a threshold test runs often; a steady state needs a few per user"))
 @WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))

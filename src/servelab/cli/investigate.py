@@ -27,7 +27,7 @@ from servelab.cli.common import (
 )
 from servelab.cli.freetext import stored_text
 from servelab.cli.interrupted import naming_down, noting
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     CASE,
     FORCE_HELP,
@@ -156,7 +156,7 @@ def _write_report(
     callback=stored_text,
 )
 @SESSIONS.option(Default("4", "the reproducing soak and its replays"))
-@click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--rounds", default=6, show_default=True, type=Whole(1, 10_000))
 @IDLE_TIMEOUT.option(Default("5", "the stall threshold of the reproducing soak"))
 @click.option("--duration", default=120.0, show_default=True, type=Finite(1, MAX_RUN_SECONDS),
               help="Total deadline of the soak, seconds (localization included). Default here: the "

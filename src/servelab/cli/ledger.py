@@ -23,6 +23,7 @@ import click
 
 from servelab.cli.boundary import json_option, print_json
 from servelab.cli.common import SpecAndLedger, ledger_option, run_with_ledger, say, spec_option
+from servelab.cli.numbers import Whole
 from servelab.cli.options import FORCE_HELP
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.rawrow import RawRow
@@ -215,7 +216,7 @@ def ledger_group() -> None:
 @click.option(
     "--no-records", is_flag=True, help="Leave out per-request records and received spans."
 )
-@click.option("--chunk-bytes", type=click.IntRange(min=1), default=CHUNK_BYTES, hidden=True)
+@click.option("--chunk-bytes", type=Whole(min=1), default=CHUNK_BYTES, hidden=True)
 @click.option("--force", is_flag=True, help=FORCE_HELP)
 @spec_option
 @ledger_option
@@ -279,7 +280,7 @@ def _is_the_ledger(out: Path, ledger: Path) -> bool:
 
 
 @ledger_group.command("prune")
-@click.option("--keep-records", "keep_runs", type=click.IntRange(min=0), default=None,
+@click.option("--keep-records", "keep_runs", type=Whole(min=0), default=None,
               help="Keep the per-request records of the N newest bench runs only.")  # fmt: skip
 @click.option("--older-than", "older_than_s", callback=_age_option, default=None,
               help="Drop the per-request records of runs older than AGE (30d, 12h).")  # fmt: skip

@@ -1,10 +1,15 @@
-"""The one click type of a real number an option takes: finite, within its bounds.
+"""The click types of the numbers an option takes: a real number finite, within its bounds
+(:class:`Finite`), a whole number in ASCII digits (:class:`Whole`).
 
 click's ``float`` and ``FloatRange`` accept ``nan`` (every comparison with it is false, so no
 bound refuses it) and ``inf``: ``soak --think-time nan`` ran a soak that never started a round and
 called it OK. :class:`Finite` refuses both as a usage error (exit 2) naming the option. A time
 gets its maximum too (``core/options.MAX_SECONDS``, a day; ``MAX_RUN_SECONDS``, a week for a
 run's whole duration): ``soak --think-time 1e308`` is refused, not slept.
+
+click's ``int`` and ``IntRange`` read the digits of every script (``--rounds ٣`` ran 3 rounds,
+``case show ౧`` showed case 1): :class:`Whole` takes ASCII digits only, as a script or a
+shell's arithmetic writes them, and refuses the rest as a usage error naming the option.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 import click
 
-__all__ = ["Finite"]
+__all__ = ["Finite", "Whole"]
 
 
 class Finite(click.FloatRange):
@@ -33,6 +38,26 @@ class Finite(click.FloatRange):
     def _describe_range(self) -> str:
         """The bounds as ``--help`` shows them: none without a bound (click's ``x<=None``), one
         side alone, or both."""
+        if self.min is None and self.max is None:
+            return ""
+        return super()._describe_range()
+
+
+class Whole(click.IntRange):
+    """A whole number written in ASCII digits, within ``min``/``max`` (click's ``IntRange``
+    arguments; none: any)."""
+
+    def __init__(self, min: int | None = None, max: int | None = None) -> None:
+        super().__init__(min, max)
+        if min is None and max is None:
+            self.name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():  # ``٣``: int reads any digits
+            self.fail(f"{value!r} is not a whole number written in ASCII digits.", param, ctx)
+        return super().convert(value, param, ctx)
+
+    def _describe_range(self) -> str:
         if self.min is None and self.max is None:
             return ""
         return super()._describe_range()

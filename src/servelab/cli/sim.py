@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from servelab.cli.boundary import run
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from servelab.cli.sharedoption import Parsed
 from servelab.core.urls import parse_url
 from servelab.sim.app import serve
@@ -107,16 +107,16 @@ def _decode(argv: tuple[str, ...]) -> None:
 
 @sim_group.command("proxy")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=click.IntRange(1, 65_535), required=True)
+@click.option("--port", type=Whole(1, 65_535), required=True)
 @click.option(
     "--upstream",
     required=True,
     type=Parsed("URL", parse_url),
     help="Base URL to forward to (the router).",
 )
-@click.option("--stall-reused-after", type=click.IntRange(min=0), default=None, metavar="N")
+@click.option("--stall-reused-after", type=Whole(min=0), default=None, metavar="N")
 @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
-@click.option("--cut-after-bytes", type=click.IntRange(min=0), default=None, metavar="N")
+@click.option("--cut-after-bytes", type=Whole(min=0), default=None, metavar="N")
 @click.option("--chunk-delay-ms", type=Finite(min=0, max=86_400_000), default=None, metavar="MS")
 @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
 def _proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:

@@ -27,7 +27,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     CASE,
     HEADER,
@@ -141,7 +141,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
 @click.command("soak")
 @spec_option
 @SESSIONS.option()
-@click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--rounds", default=6, show_default=True, type=Whole(1, 10_000))
 @click.option(
     "--think-time",
     default=0.0,
@@ -175,7 +175,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     help="Total deadline of the soak, seconds (localization included).",
 )
 @IDLE_TIMEOUT.option(SOAK_IDLE_TIMEOUT)
-@click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1, MAX_TOKENS))
+@click.option("--max-tokens", default=24, show_default=True, type=Whole(1, MAX_TOKENS))
 @click.option(
     "--fresh-context",
     "fresh_sizes",

@@ -22,7 +22,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.interrupted import noting
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     CONCURRENCY,
     DEADLINE,
@@ -182,11 +182,11 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     help="Visit order within blocks: williams (balanced for drift and carry-over) or random.",
 )  # fmt: skip
 @click.option(
-    "--order-seed", default=0, show_default=True, type=int,
+    "--order-seed", default=0, show_default=True, type=Whole(),
     help="Seed of the block order (which arm takes which place).",
 )  # fmt: skip
 @click.option(
-    "--gpus", default=1, show_default=True, type=click.IntRange(1),
+    "--gpus", default=1, show_default=True, type=Whole(1),
     help="GPUs the deployment holds (prices GPU-minutes).",
 )  # fmt: skip
 @click.option(
@@ -194,7 +194,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     help="Screen the knobs first (each exactly two values, the current one first): a two-level "
     "factorial's effects, then a tune over the knobs it cannot rule out.",
 )  # fmt: skip
-@click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
+@click.option("--resume", type=Whole(), default=None, help="Resume the interrupted tune ID.")
 @click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
 @click.option(
     "--effect", type=Parsed("FRACTION", parse_effect), default="5%", show_default=True,

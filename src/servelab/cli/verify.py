@@ -18,6 +18,7 @@ import click
 from servelab.cli.answeropts import answer_probes_option
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, progress_when, spec_option
+from servelab.cli.numbers import Whole
 from servelab.cli.options import wait_option
 from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.cli.sharedoption import Parsed
@@ -63,7 +64,7 @@ async def _verify(
     show_default=True,
     help="Seconds the e2e chat completion may take (a cold first request is slow).",
 )
-@click.option("--e2e-max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
+@click.option("--e2e-max-tokens", type=Whole(1, 4096), default=16, show_default=True)
 @answer_probes_option()
 @click.option(
     "--rebase-answers",

@@ -62,7 +62,7 @@ def test_points_parse_and_refuse() -> None:
     assert parse_point("backup:/s/decode.env.bak-20260301T120000Z").kind is PointKind.BACKUP
     assert parse_point("2026-03-01T12:00:00Z") == Point(PointKind.TIME, "2026-03-01T12:00:00Z")
     assert str(parse_point("verify:12")) == "verify:12" and str(parse_point("now")) == "now"
-    for bad in ("yesterday", "verify:x", "backup:", "2026-13"):
+    for bad in ("yesterday", "verify:x", "verify:\u00b2", "verify:\u0663", "backup:", "2026-13"):
         with pytest.raises(CaseError, match="bad point"):
             parse_point(bad)
     assert backup_time("/s/decode.env.bak-20260301T120501.25Z") == "2026-03-01T12:05:01.000Z"

@@ -33,6 +33,9 @@ def test_the_option_reads_short_and_long_and_refuses_anything_else() -> None:
     for bad in ("", "short:200", "short:a,long:4", "short:1,long:2,long:3", "mid:1,long:2"):
         with pytest.raises(ValueError):
             parse_fresh_context(bad)
+    for bad in ("short:\u0663,long:4", "short:\u00b2,long:4"):  # other scripts' digits, ``²``
+        with pytest.raises(ValueError, match="whole number of words"):
+            parse_fresh_context(bad)
     for args in ((0, 10, 0.5), (20, 10, 0.5), (1, 10, 1.5)):
         with pytest.raises(ValueError):
             FreshContext(*args)

@@ -76,6 +76,10 @@ def test_http10_keep_alive_only_when_asked() -> None:
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", "body"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", "body"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab", "body"),
+        # latin-1 superscripts are str digits int() refuses: a ValueError escaped the parser
+        (b"HTTP/1.1 \xb2\xb2\xb2 OK\r\n\r\n", "head"),
+        (b"HTTP/1.1 2\xb9\xb3 OK\r\n\r\n", "head"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n", "head"),
     ],
 )
 def test_bad_framing_is_an_error_with_its_phase(raw: bytes, phase: str) -> None:

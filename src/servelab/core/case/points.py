@@ -77,7 +77,7 @@ def parse_point(text: str) -> Point:
     if raw == "now":
         return Point(PointKind.NOW)
     kind, _, rest = raw.partition(":")
-    if kind == "verify" and rest.isdigit():
+    if kind == "verify" and rest.isascii() and rest.isdigit():
         return Point(PointKind.VERIFY, rest)
     if kind == "backup" and rest:
         return Point(PointKind.BACKUP, rest)

@@ -67,7 +67,7 @@ def parse_fresh_context(text: str) -> tuple[int, int]:
         name, sep, value = part.strip().partition(":")
         if not sep or name not in ("short", "long") or name in sizes:
             raise ValueError(f"expected short:WORDS,long:WORDS, got {text!r}")
-        if not value.strip().isdigit():
+        if not (value.strip().isascii() and value.strip().isdigit()):
             raise ValueError(f"{name}: expected a whole number of words, got {value!r}")
         if len(value.strip()) > 9 or int(value) > MAX_FRESH_WORDS:
             raise ValueError(f"{name}: at most {MAX_FRESH_WORDS:,} words a round, got {value!r}")

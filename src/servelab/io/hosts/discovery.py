@@ -84,7 +84,7 @@ async def unit_main_pid(host: Host, unit: str) -> int | None:
     except CommandTimeout:
         return None
     text = result.stdout.strip()
-    return int(text) if result.ok and text.isdigit() and int(text) > 0 else None
+    return int(text) if result.ok and text.isascii() and text.isdigit() and int(text) > 0 else None
 
 
 async def unit_needs_reload(host: Host, unit: str) -> bool | None:

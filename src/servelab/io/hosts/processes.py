@@ -342,13 +342,13 @@ async def spawn(
             f"{service}: the launch on host {host.name} did not return within "
             f"{launch_timeout_s}s (log {host.name}:{log})"
         ) from None
-    lines = result.stdout.splitlines()
-    if result.exit_status != 0 or not lines or not lines[0].strip().isdigit():
+    first = (result.stdout.splitlines() or [""])[0].strip()
+    if result.exit_status != 0 or not (first.isascii() and first.isdigit()):
         said = result.stderr.strip() or result.stdout.strip() or str(result.exit_status)
         raise ServiceStartError(
             f"{service}: could not launch on host {host.name}: {redact(said, env.values())}"
         )
-    pid = int(lines[0])
+    pid = int(first)
     stat = await _session_leader_stat(host, pid)
     return PidRecord(
         service=service,
@@ -394,7 +394,7 @@ async def command_status(host: Host, record: PidRecord) -> int | None:
     except HostError:  # unreadable, not a regular file, or larger than an exit status
         return None
     text = raw.decode("utf-8", "replace").strip()
-    return int(text) if text.lstrip("-").isdigit() else None
+    return int(text) if text.isascii() and text.lstrip("-").isdigit() else None
 
 
 async def group_members(host: Host, pgid: int) -> list[ProcStat]:

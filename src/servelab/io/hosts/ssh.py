@@ -187,7 +187,7 @@ class SSHHost:
         pids = []
         for line in found.stdout.split():
             parts = line.split("/")
-            if len(parts) > 2 and parts[2].isdigit():
+            if len(parts) > 2 and parts[2].isascii() and parts[2].isdigit():
                 pids.append(int(parts[2]))
         return min(pids) if pids else None
 
@@ -242,5 +242,10 @@ def _file_id(line: str) -> FileId | None:
     """``stat -c '%d %i %F'``'s line as a :data:`FileId`; None unless a regular file's."""
     device, _, rest = line.partition(" ")
     inode, _, kind = rest.partition(" ")
-    ok = device.isdigit() and inode.isdigit() and kind.startswith("regular")
+    ok = (
+        (device + inode).isascii()
+        and device.isdigit()
+        and inode.isdigit()
+        and kind.startswith("regular")
+    )
     return (int(device), int(inode)) if ok else None

@@ -123,7 +123,9 @@ class ResponseParser:
         lines = head.decode("latin-1").split("\r\n")
         version, _, rest = lines[0].partition(" ")
         code, _, self.reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not (code.isdigit() and len(code) == 3):
+        if not version.startswith("HTTP/1.") or not (
+            code.isascii() and code.isdigit() and len(code) == 3
+        ):
             raise ProtocolError("head", f"bad status line: {lines[0][:100]!r}")
         self.status = int(code)
         for line in lines[1:]:
@@ -144,7 +146,7 @@ class ResponseParser:
             self._state = _SIZE
         elif "content-length" in self.headers:
             text = self.headers["content-length"]
-            if not text.isdigit():
+            if not (text.isascii() and text.isdigit()):  # latin-1 ``²`` is a str digit
                 raise ProtocolError("head", f"bad Content-Length: {text[:40]!r}")
             self._left = int(text)
             self._state = _LENGTH if self._left else _DONE
