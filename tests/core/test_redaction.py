@@ -517,3 +517,27 @@ def test_a_path_named_like_a_secret_is_not_a_key(text: str, shown: str) -> None:
     whole reason masked as if ``passwd`` were a key; a path's last name before ``: `` is a file
     and what went wrong with it, its reason still searched for secrets."""
     assert redact(text) == shown
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql " + "-p" * 100_000,  # every letter a scheme's start, each scanning the whole run
+        "a://x:b" * 30_000,  # every ``a`` a URL, each password scanning to the end for an ``@``
+        "a://x:b" * 30_000 + "@",
+    ],
+)
+def test_url_passwords_are_found_in_one_pass_over_long_option_like_text(text: str) -> None:
+    """The URL rules were quadratic on 200 KB of option-like text (``mysql -p-p-p…``: minutes);
+    a scheme is read at most 32 characters back from its ``://`` and a password at most 4,096
+    long, so the text is scanned about once (well under a second here; the bound is 60 s)."""
+    out = redact(text, ())
+    assert len(out) <= len(text)
+
+
+def test_a_long_scheme_and_a_long_password_are_still_masked() -> None:
+    scheme = "x" * 40 + "+ssh"
+    password = "p" * 3000
+    said = redact(f"cannot reach {scheme}://user:{password}@host:22/path", ())
+    assert password[:10] not in said and f"{scheme}://user:***@host:22/path" in said, said

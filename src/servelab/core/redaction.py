@@ -121,13 +121,21 @@ _QUOTED_KEYED = re.compile(
 )
 
 
+#: A URL's scheme, at most 32 characters back from its ``://`` (never the whole run of scheme
+#: characters before it: ``mysql -p-p-p…`` made every one of its letters scan to the end of the
+#: run, quadratic; a longer scheme is matched from within, the password masked all the same).
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}"
+#: The longest password a URL's user information is read to (unbounded, ``a://x:b`` repeated
+#: with no ``@`` had every ``a`` scan to the end of the text, quadratic); a longer one is not
+#: masked by these rules (a log tail quoted is 1,500 bytes).
+_PASSWORD_MAX = 4096
 #: A URL's user information with a password: ``scheme://user:`` then the password, up to the
 #: last ``@`` before the path (a raw ``@`` in a password: a URL parser splits at the last one).
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]+@")
+_USERINFO = re.compile(rf"(?P<head>{_SCHEME}://[^\s:/@]*:)[^\s/]{{1,{_PASSWORD_MAX}}}@")
 #: A password with a raw ``/`` (``http://u:pa/ss@host``, not a valid URL but typed so): what
 #: follows ``user:`` is not a port (digits, then the path), up to the last ``@`` of the word.
 _USERINFO_SLASH = re.compile(
-    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:[/?#\s]|$))[^\s@]+@"
+    rf"(?P<head>{_SCHEME}://[^\s:/@]*:)(?!\d+(?:[/?#\s]|$))[^\s@]{{1,{_PASSWORD_MAX}}}@"
 )
 #: A private key's PEM block, whole (to its END line, or to the end of the text when cut); a PGP
 #: ``PRIVATE KEY BLOCK`` too.
@@ -140,7 +148,7 @@ _PEM = re.compile(
 _HOOK = re.compile(r"(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/)\S+")
 #: A URL whose user is a key (a Sentry DSN ``https://KEY@o1.ingest.sentry.io/1``): a user of 16
 #: or more letters and digits, no password.
-_USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,}@")
+_USER_KEY = re.compile(rf"(?P<head>{_SCHEME}://)[A-Za-z0-9_-]{{16,}}@")
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query or fragment parameter (``?token=...``, ``&api_key=...``, ``#access_token=``).
@@ -343,6 +351,8 @@ def _query(match: re.Match[str]) -> str:
 def redact_url(text: str) -> str:
     """``text`` with the password of every URL in it (``scheme://user:PASSWORD@``) replaced by
     :data:`REDACTED`; the user name and the rest stay (what is stored and shown of ``--url``)."""
+    if "://" not in text or "@" not in text:  # no URL with user information: nothing to scan
+        return text
     text = _USERINFO.sub(rf"\g<head>{REDACTED}@", text)
     text = _USER_KEY.sub(rf"\g<head>{REDACTED}@", text)
     return _USERINFO_SLASH.sub(rf"\g<head>{REDACTED}@", text)
