@@ -19,7 +19,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.interrupted import naming_down, noting
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     IDLE_TIMEOUT,
@@ -125,8 +125,8 @@ def case_test(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await casetest.run_case_test(op, ledger, cfg, up_first=True)
 
-    with naming_down(where.spec):  # a stop no put-back said: what is down, named
-        outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait,
+                              names_down=True)  # fmt: skip
     if as_json:
         print_json(experiment_json(outcome))
         return
@@ -224,8 +224,8 @@ def case_bisect(
                 return await bisection.resume_bisect(op, ledger, case_id)
             return await bisection.run_bisect(op, ledger, cfg)
 
-    with naming_down(where.spec):  # a stop no put-back said: what is down, named
-        outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait,
+                              names_down=True)  # fmt: skip
     if as_json:
         print_json(bisect_json(outcome))
         return
