@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, ServiceStatus
 from servelab.core.deploy.events import (
@@ -164,7 +165,7 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
                 started.append(name)
                 serving.append(name)
                 await stop(op, name)
-                step = await start(op, name)
+                step = replace(await start(op, name), restarted_behind=tuple(behind))
             elif step is None:
                 started.append(name)  # before it runs: a failure midway stops it too
                 step = await start(op, name)
