@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.io.ledger.ledger import Ledger
 from tests.support.generic import servelab_in
 from tests.support.processes import alive, listening, live_procs_under
 from tests.support.specs import PdPorts, write_pd_spec
@@ -70,19 +72,35 @@ def _kill_decode_and_open_circuits(root: Path, ports: PdPorts) -> None:
     assert "circuits open" in answers[-1][1], answers[-1]  # the state the bug is about
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_up_co_restarts_the_router_a_started_decode_sits_behind(
-    stack: tuple[Path, PdPorts],
+    stack: tuple[Path, PdPorts], as_json: bool
 ) -> None:
     root, ports = stack
     router_pid = _pid(root / "state", "router")
     _kill_decode_and_open_circuits(root, ports)
-    code, out, err = servelab_in(root, "up")
+    code, out, err = servelab_in(root, "up", *(["--json"] if as_json else []))
     assert code == 0, out + err
-    assert "up: ok" in out
     status, body = _chat(f"http://127.0.0.1:{ports.router}")  # right after `up` said ok
     assert status == 200, body
-    assert "router: restarting (decode was started behind it)" in err
     assert _pid(root / "state", "router") != router_pid
+    # the step says it was a restart (never a plain "ok" start), in the report and the ledger
+    if as_json:
+        steps = {step["service"]: step for step in json.loads(out)["steps"]}
+        assert steps["router"]["outcome"] == "ok" and steps["router"]["restarted_behind"] == [
+            "decode"
+        ], steps
+        assert "restarted_behind" not in steps["decode"], steps
+    else:
+        assert "up: ok" in out
+        assert "router: restarting (decode was started behind it)" in err  # its progress line
+        row = next(line for line in out.splitlines() if line.lstrip("│ ").startswith("router"))
+        assert " restarted " in row and "decode was started behind it" in " ".join(out.split())
+    with Ledger.open(root / "ledger.db") as ledger:
+        row = [r for r in ledger.list(DeploymentRecord) if r.action == "up"][-1]
+    stored = {step["service"]: step for step in row.detail["steps"]}
+    assert stored["router"]["restarted_behind"] == ["decode"], stored
+    assert "restarted_behind" not in stored["decode"], stored
 
 
 def test_up_leaves_the_router_alone_when_it_started_nothing(stack: tuple[Path, PdPorts]) -> None:
@@ -91,5 +109,6 @@ def test_up_leaves_the_router_alone_when_it_started_nothing(stack: tuple[Path, P
     code, out, err = servelab_in(root, "up")
     assert code == 0, out + err
     assert "router: already up" in err and "restarting" not in err
+    assert "restarted" not in out and "started behind it" not in out
     assert _pid(root / "state", "router") == router_pid
     assert _chat(f"http://127.0.0.1:{ports.router}")[0] == 200

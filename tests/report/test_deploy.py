@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from servelab.core.deploy.contract import ServiceStatus
@@ -29,7 +30,7 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.health import HealthProbe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.report.deploy import _step_detail, render_restart, status_rows
+from servelab.report.deploy import _step_detail, render_deploy, render_restart, status_rows
 
 READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
 
@@ -155,3 +156,25 @@ def test_an_older_deployment_row_still_reads(tmp_path: Path) -> None:
         then, now = ledger.list(DeploymentRecord)
     assert then.detail == old
     assert now.detail == encode(report)
+
+
+def test_a_router_up_restarted_behind_a_started_worker_is_a_restart_step() -> None:
+    """``up``'s restart of a router behind the decode it started: ``restarted`` in the table,
+    what was started behind it in the detail, ``restarted_behind`` in the JSON (absent
+    otherwise); a failed restart stays ``failed``, its detail naming why it was restarted."""
+    ready = Ready(_PROBE, 3, "local:/s/r.log")
+    step = Step("router", StepOutcome.OK, 7, 1.0, ready, restarted_behind=("decode",))
+    assert encode(step)["restarted_behind"] == ["decode"]
+    assert _step_detail(step) == "decode was started behind it; local:/s/r.log"
+    both = Step("router", StepOutcome.OK, 7, 1.0, ready, restarted_behind=("prefill", "decode"))
+    assert _step_detail(both) == "prefill, decode were started behind it; local:/s/r.log"
+    failed = Step("router", StepOutcome.FAILED, None, 1.0, StepFailure("router: not ready"),
+                  restarted_behind=("decode",))  # fmt: skip
+    assert _step_detail(failed) == "decode was started behind it; router: not ready"
+    text = render_deploy(DeployReport("up", [step]))
+    assert "│ router  │ restarted │" in text, text
+    failed_text = render_deploy(DeployReport("up", [failed]))
+    assert "restarted" not in failed_text and "failed" in failed_text, failed_text
+    assert "restarted" not in render_deploy(
+        DeployReport("up", [replace(step, restarted_behind=None)])
+    )

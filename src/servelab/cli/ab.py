@@ -24,7 +24,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.interrupted import noting
+from servelab.cli.interrupted import naming_down, noting
 from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     LoadOptions,
@@ -333,7 +333,7 @@ def ab_command(
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
     if cfg is not None and keep in (Keep.BETTER, Keep.CANDIDATE, cfg.candidate):
         refuse_unkeepable(cfg.answers, unchecked(cfg), f"--keep {typed}")
-    with where.exclusive(wait=wait):
+    with where.exclusive(wait=wait), naming_down(where.spec):  # a stop no put-back said: named
         result = run(noting(_ab(where, cfg, resume, allow_unread)))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)

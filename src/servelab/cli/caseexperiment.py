@@ -125,7 +125,8 @@ def case_test(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await casetest.run_case_test(op, ledger, cfg, up_first=True)
 
-    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait,
+                              names_down=True)  # fmt: skip
     if as_json:
         print_json(experiment_json(outcome))
         return
@@ -223,7 +224,8 @@ def case_bisect(
                 return await bisection.resume_bisect(op, ledger, case_id)
             return await bisection.run_bisect(op, ledger, cfg)
 
-    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait,
+                              names_down=True)  # fmt: skip
     if as_json:
         print_json(bisect_json(outcome))
         return

@@ -266,11 +266,20 @@ def run_with_ledger(
     create: bool = True,
     wait: bool | None = None,
     reads_only: bool = False,
+    names_down: bool = False,
 ) -> T:
     """:func:`run` ``body(ledger)`` with the command's ledger open around it (``create``,
     ``reads_only``: see :meth:`SpecAndLedger.ledger`); ``wait`` not None: holding the
     deployment's lock too (:meth:`SpecAndLedger.exclusive`), taken once the ledger is open (a
-    ledger refused makes nothing, not even the state directory)."""
+    ledger refused makes nothing, not even the state directory). ``names_down`` (a command that
+    co-restarts and puts back): stopped by a signal where nothing said what it left, what is down
+    is named, once the lock is held (:func:`servelab.cli.interrupted.naming_down`; a stop while
+    waiting for another command's lock names nothing of that command's)."""
     locked = nullcontext() if wait is None else where.exclusive(wait=wait)
     with where.ledger(create=create, reads_only=reads_only) as ledger, locked:
-        return run(body(ledger))
+        if not names_down:
+            return run(body(ledger))
+        from servelab.cli.interrupted import naming_down  # the put-back's machinery: when used
+
+        with naming_down(where.spec):
+            return run(body(ledger))

@@ -16,11 +16,12 @@ and the ``--json`` failure document gets ``down``, ``recovery`` and the ``report
 value put back after it failed (:class:`~servelab.ops.deploy.refused.PutBackAfterFailure`:
 ``ab``'s last step), with its ``put_back``.
 
-:func:`naming_down` is the last word of a command that co-restarts (``investigate``): stopped by a
-signal where nothing noted what it left (a second Ctrl-C before a put-back took the signals
-over: ``KeyboardInterrupt`` at once, the router stopped), the services are read
-(:func:`servelab.ops.investigate.left.left_down`) and those down are noted with the command that
-brings them back; never a deployment left down and unnamed.
+:func:`naming_down` is the last word of a command that co-restarts and puts back (``investigate``,
+``ab``, ``tune``, ``case test``, ``case bisect``): stopped by a signal where nothing noted what it
+left (a second Ctrl-C before a put-back took the signals over: ``KeyboardInterrupt`` at once, the
+router stopped; or a Ctrl-C before anything changed, a service gone meanwhile), the services are
+read (:func:`servelab.ops.deploy.upcheck.left_down`) and those down are noted with the command
+that brings them back; never a deployment left down and unnamed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from servelab.io.specfile import LoadedSpec
 from servelab.ops.deploy.putback import PutBackInterrupted
 from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
-from servelab.ops.investigate.left import left_down
+from servelab.ops.deploy.upcheck import left_down
 from servelab.report.deploy import render_interruption
 from servelab.report.putback import render_left_down, render_put_back
 

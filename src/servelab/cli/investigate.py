@@ -26,7 +26,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
-from servelab.cli.interrupted import naming_down, noting
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     CASE,
@@ -199,9 +199,8 @@ def investigate_command(
         page = None if stopped else _write_report(ledger, outcome, out_dir, spec_args, force)
         return outcome, page
 
-    with naming_down(where.spec):  # a stop no put-back said: what is down, named
-        outcome, page = run_with_ledger(where, lambda led: noting(body(led)), create=True,
-                                        wait=wait)  # fmt: skip
+    outcome, page = run_with_ledger(where, lambda led: noting(body(led)), create=True, wait=wait,
+                                    names_down=True)  # fmt: skip
     next_text = describe_action(outcome.next, outcome.state) if outcome.next else None
     if as_json:
         doc = investigate_json(outcome, next_text, str(page) if page else None, spec_args)

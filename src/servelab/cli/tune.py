@@ -21,7 +21,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.interrupted import noting
+from servelab.cli.interrupted import naming_down, noting
 from servelab.cli.numbers import Finite, Whole
 from servelab.cli.options import (
     CONCURRENCY,
@@ -284,7 +284,8 @@ def tune_command(
     if resume is not None:
         refuse_options_with_resume("tune")
         _check_resume(where, resume)
-    with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
+    # one operator at a time: the tune restarts the deployment; a stop no put-back said: named
+    with where.exclusive(wait=wait), naming_down(where.spec):
         record = run(
             noting(_tune(where, None if resume is not None else cfg, resume, allow_unread))
         )

@@ -126,7 +126,26 @@ def render_status(statuses: list[ServiceStatus]) -> str:
     return plain_text(table)
 
 
+def _outcome(step: Step) -> str:
+    """The step's outcome as the table says it: a start of ``up``'s that restarted a service
+    serving before (what it depends on started behind it) is ``restarted``, never a plain ok."""
+    if step.restarted_behind and step.outcome is StepOutcome.OK:
+        return "restarted"
+    return str(step.outcome)
+
+
 def _step_detail(step: Step) -> str:
+    """The step's detail; a restart behind started services names them first."""
+    said = _said_detail(step)
+    if not step.restarted_behind:
+        return said
+    behind = ", ".join(step.restarted_behind)
+    verb = "was" if len(step.restarted_behind) == 1 else "were"
+    why = f"{behind} {verb} started behind it"
+    return f"{why}; {said}" if said else why
+
+
+def _said_detail(step: Step) -> str:
     evidence = step.evidence
     if step.outcome is StepOutcome.FAILED and not isinstance(evidence, Stopped):
         return evidence.error if isinstance(evidence, StepFailure) else ""
@@ -197,7 +216,8 @@ def _steps_table(title: str, steps: list[Step]) -> Table:
     table = Table("service", "outcome", "pid", "seconds", "detail", title=title)
     for step in steps:
         pid = "-" if step.pid is None else str(step.pid)
-        table.add_row(step.service, step.outcome, pid, f"{step.elapsed_s:.1f}", _step_detail(step))
+        seconds = f"{step.elapsed_s:.1f}"
+        table.add_row(step.service, _outcome(step), pid, seconds, _step_detail(step))
     return table
 
 

@@ -158,13 +158,16 @@ def _ms(seconds: float) -> float:
 @dataclass
 class Step:
     """What happened to one service: outcome, pid, time taken, and the evidence (its JSON is
-    the codec's: ``{"service", "outcome", "pid", "elapsed_s", "evidence"}``)."""
+    the codec's: ``{"service", "outcome", "pid", "elapsed_s", "evidence"}``, and
+    ``"restarted_behind"`` when ``up`` restarted it: stopped and started again, serving before,
+    because the services it names were started behind it)."""
 
     service: str
     outcome: StepOutcome
     pid: int | None
     elapsed_s: Annotated[float, PlainSerializer(_ms)]
     evidence: StepEvidence
+    restarted_behind: Annotated[tuple[str, ...] | None, OMITTED_IF_NONE] = None
 
     @property
     def ok(self) -> bool:

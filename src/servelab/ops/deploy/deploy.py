@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from servelab.core.deploy.contract import OTHERS_RECORD, UNREADABLE_RECORD, ServiceStatus
 from servelab.core.deploy.events import (
@@ -80,7 +81,7 @@ from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.ops.deploy.rollback import prepare_rollback
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
-from servelab.ops.deploy.upcheck import still_serving
+from servelab.ops.deploy.upcheck import recovery_up, still_serving
 from servelab.ops.deploy.writable import check_writable
 from servelab.ops.fileids import file_identities
 from servelab.ops.knob import not_as_file
@@ -164,7 +165,7 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
                 started.append(name)
                 serving.append(name)
                 await stop(op, name)
-                step = await start(op, name)
+                step = replace(await start(op, name), restarted_behind=tuple(behind))
             elif step is None:
                 started.append(name)  # before it runs: a failure midway stops it too
                 step = await start(op, name)
@@ -223,7 +224,7 @@ async def _undo_up(
     up_now = await still_serving(safe, set(serving))
     report.serving_before = [name for name in serving if name not in up_now]
     if report.serving_before:
-        recovery = tuple(_recovery(op))
+        recovery = tuple(recovery_up(op.loaded))
         safe.say(UpLeftServingDown(tuple(report.serving_before), recovery))
     report.deployment_id = _record(op, "up", report)
     return report
@@ -359,11 +360,6 @@ async def restart_service(op: Operation, service: str) -> Step:
     return steps[0]
 
 
-def _recovery(op: Operation) -> list[str]:
-    """The command that brings the deployment's stopped services back."""
-    return ["servelab", "up", *op.loaded.spec_args]
-
-
 async def restart(
     target: SpecOrOperation,
     services: list[str] | None = None,
@@ -440,4 +436,4 @@ async def _restart(
 
 def _note_down(op: Operation, report: RestartReport, down: set[str]) -> None:
     report.down = [name for name in report.plan if name in down]
-    report.recovery = _recovery(op) if report.down else []
+    report.recovery = recovery_up(op.loaded) if report.down else []

@@ -54,8 +54,9 @@ from servelab.ops.arguments import argument_knob
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.deploy.results import DeployInterrupted
-from servelab.ops.deploy.services import readiness, tolerant
+from servelab.ops.deploy.services import tolerant
 from servelab.ops.deploy.settle import settle
+from servelab.ops.deploy.upcheck import not_ready, recovery_up
 from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, live_knob, not_as_file, set_knob
 from servelab.ops.sharedfile import read_back
@@ -244,13 +245,7 @@ class _PutBack:
         if plan is None:
             plan = restart_plan(self.op.spec, [knob.service for knob in self.found],
                                 await file_identities(self.op))  # fmt: skip
-        out = []
-        for name in plan:
-            with contextlib.suppress(ServelabError):
-                if (await readiness(self.op, name, timeout=3.0)).ok:
-                    continue
-            out.append(name)
-        return out
+        return await not_ready(self.op, plan)
 
     async def _result(self, *, interrupted: bool = False, error: str | None = None) -> PutBack:
         still: tuple[StillLive, ...] = ()
@@ -268,7 +263,7 @@ class _PutBack:
             stale += [name for name in down if name not in plan]
             recovery = ("servelab", "restart", *self.op.loaded.spec_args, *stale)
         elif down:
-            recovery = ("servelab", "up", *self.op.loaded.spec_args)
+            recovery = tuple(recovery_up(self.op.loaded))
         fixes = tuple(self._fix(knob) for knob in not_written)
         verified = not (interrupted or error or down or not_written) and await self._verified()
         return PutBack(tuple(self.written), self.restarted, down, recovery, not_written, fixes,

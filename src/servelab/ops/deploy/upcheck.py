@@ -15,22 +15,43 @@ copy of a running spec with its own state folder runs nothing of its own, and it
 its env files and restart the other copy's processes
 (:func:`~servelab.ops.deploy.anothers.anothers_processes`, the check ``verify`` makes: a
 ``RunRefused`` carrying :class:`~servelab.core.deploy.refusals.AnothersProcesses`, exit 2).
+
+What is down, the one place: :func:`not_ready` (each service's readiness probed in turn, 3 s at
+most), :func:`still_serving` (those that answer ready now), :func:`recovery_up` (the command that
+brings a deployment's stopped services back, ``servelab up -f SPEC``: what an interrupted or failed
+``up``, ``restart`` and put-back name) and :func:`left_down` (every service not ready, as an
+interrupted restart's report: what a command stopped by a signal where no put-back ran left down,
+:func:`servelab.cli.interrupted.naming_down`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 
 from servelab.core.deploy.refusals import AnothersProcesses, NotUp, RunRefused
+from servelab.core.deploy.spec import start_order
 from servelab.core.deploy.topology import dependencies
+from servelab.core.restart.contract import RestartReport
 from servelab.errors import ServelabError
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, operation
 from servelab.ops.deploy.anothers import anothers_processes
 from servelab.ops.deploy.services import readiness
 
-__all__ = ["refuse_not_serving", "refuse_not_up", "still_serving"]
+__all__ = [
+    "READY_TIMEOUT_S",
+    "left_down",
+    "not_ready",
+    "recovery_up",
+    "refuse_not_serving",
+    "refuse_not_up",
+    "still_serving",
+]
+
+#: Each service's readiness is waited for this long at most when reading what is down.
+READY_TIMEOUT_S = 3.0
 
 
 async def refuse_not_up(op: Operation, command: str) -> None:
@@ -75,6 +96,23 @@ async def _refuse_down(
         raise RunRefused(NotUp(command, down, tuple(op.loaded.spec_args), sends_only))
 
 
+def recovery_up(loaded: LoadedSpec) -> list[str]:
+    """The command that brings ``loaded``'s stopped services back: ``servelab up -f SPEC``."""
+    return ["servelab", "up", *loaded.spec_args]
+
+
+async def _ready(op: Operation, name: str) -> bool:
+    """``name`` answers its readiness path ready (3 s at most); unreadable: not ready."""
+    with contextlib.suppress(ServelabError, OSError):
+        return (await readiness(op, name, timeout=READY_TIMEOUT_S)).ok
+    return False
+
+
+async def not_ready(op: Operation, names: Iterable[str]) -> list[str]:
+    """Those of ``names`` (in their order) not answering their readiness ready, probed in turn."""
+    return [name for name in names if not await _ready(op, name)]
+
+
 async def still_serving(op: Operation, names: set[str]) -> set[str]:
     """Those of ``names`` that answer their readiness ready now (one probe each, 3 s at most): a
     restart cut before it stopped them (during a dependent's stop) left them serving, never
@@ -83,7 +121,17 @@ async def still_serving(op: Operation, names: set[str]) -> set[str]:
     serving: set[str] = set()
     with contextlib.suppress(asyncio.CancelledError):
         for name in sorted(names):
-            with contextlib.suppress(ServelabError, OSError):
-                if (await readiness(op, name, timeout=3.0)).ok:
-                    serving.add(name)
+            if await _ready(op, name):
+                serving.add(name)
     return serving
+
+
+async def left_down(loaded: LoadedSpec) -> RestartReport | None:
+    """``loaded``'s services not ready, in start order, and the command that brings them back,
+    as an interrupted restart's report; None when every service is ready."""
+    async with Operation(loaded) as op:
+        down = await not_ready(op, start_order(op.spec))
+    if not down:
+        return None
+    return RestartReport(down, [], interrupted=True, error="interrupted", down=down,
+                         recovery=recovery_up(loaded))  # fmt: skip
