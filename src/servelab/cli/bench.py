@@ -28,9 +28,10 @@ from servelab.cli.boundary import (
     stop_on_signals,
 )
 from servelab.cli.capacity import (
+    CAPACITY_BYTES,
     CAPACITY_NAMES,
+    check_probe_s,
     probe_s_option,
-    probe_s_typed,
     search,
     show_capacity,
     warm_first,
@@ -77,7 +78,7 @@ from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
 from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
-from servelab.io.files import check_directory, write_files
+from servelab.io.files import check_directory, check_room, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
@@ -155,9 +156,12 @@ async def _bench(
 
 
 def _check_export(directory: Path, force: bool, *, capacity: bool) -> None:
-    """Before any load: ``directory`` takes a file, and holds no file the export would replace
-    (one that holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
+    """Before any load: ``directory`` takes a file (a capacity search's, on a disk with room for
+    its files: :data:`CAPACITY_BYTES`), and holds no file the export would replace (one that
+    holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
     check_directory(directory)
+    if capacity:  # written once, after the whole search: its disk has room for them now
+        check_room(directory, CAPACITY_BYTES)
     for name in CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
         check_overwrite(directory / name, force)
 
@@ -230,6 +234,10 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     return EXIT_FAILED if result.n_failed else EXIT_OK
 
 
+#: The options of a rate capacity search (what ``--probe-s`` goes with).
+RATE_SEARCH = "--find-capacity --rate"
+
+
 @click.command("bench")
 @target_options()
 @proxy_options
@@ -245,7 +253,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     help="Find the largest concurrency (with --rate: arrival rate) meeting --slo: ramp, "
     "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
 )
-@probe_s_option
+@probe_s_option(RATE_SEARCH)
 @click.option("--label", default="", help="Label stored with the runs.", callback=stored_text)
 @click.option(
     "--check-answers",
@@ -298,8 +306,7 @@ def bench_command(
         raise click.UsageError("--check-answers goes with measured runs, not --find-capacity")
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
-    if probe_s_typed() and not (find_capacity and load.rate is not None):
-        raise click.UsageError("--probe-s goes with --find-capacity --rate (a rate probe's span)")
+    check_probe_s(find_capacity and load.rate is not None, RATE_SEARCH, probe_s, load.deadline_s)
     scan = check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
