@@ -78,11 +78,12 @@ from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
 from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
-from servelab.io.files import check_directory, check_room, write_files
+from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.overwrite import check_overwrite
+from servelab.io.room import check_room
 from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import TraceScan, scan_trace
 from servelab.ops.bench.bench import run_bench

@@ -55,8 +55,6 @@ __all__ = [
     "AtomicFile",
     "Data",
     "check_directory",
-    "check_room",
-    "free_bytes",
     "write_atomic",
     "write_files",
     "write_if_changed",
@@ -417,29 +415,6 @@ def check_directory(directory: Path) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise HostError(f"cannot write {directory}: {exc.strerror or exc}") from exc
-
-
-def free_bytes(path: Path) -> int | None:
-    """The bytes free for this user on the disk of ``path`` (or of its nearest existing parent);
-    None when that cannot be read."""
-    here = path
-    while not here.exists() and here != here.parent:
-        here = here.parent
-    try:
-        info = os.statvfs(here)
-    except OSError:
-        return None
-    return info.f_bavail * info.f_frsize
-
-
-def check_room(directory: Path, need: int) -> None:
-    """``directory``'s disk has ``need`` bytes free for this user, before the work whose files
-    go there: a :class:`HostError` saying how much is free if not (a full disk lets an empty file
-    be made, which :func:`check_directory` proves, then fails the first bytes written)."""
-    free = free_bytes(directory)
-    if free is not None and free < need:
-        raise HostError(f"cannot write {directory}: its disk is full: {free // 1024:,} KiB free, "
-                        f"under the {-(-need // 1024):,} KiB its files need")  # fmt: skip
 
 
 def write_to(path: Path, data: Data, *, chunk_bytes: int = CHUNK_BYTES) -> int:

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import CommandTimeout, HostError
-from servelab.io.files import check_directory, free_bytes
+from servelab.io.files import check_directory
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
 from servelab.io.hosts.logs import LOG_REFUSED
+from servelab.io.room import free_bytes
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
 
