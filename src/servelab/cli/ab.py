@@ -218,7 +218,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @trace_options()
 @slo_option()
 @metric_option()
-@probe_s_option(RATE_SEARCH)
+@probe_s_option
 @answers_option()
 @click.option(
     "--order",

@@ -254,7 +254,7 @@ RATE_SEARCH = "--find-capacity --rate"
     help="Find the largest concurrency (with --rate: arrival rate) meeting --slo: ramp, "
     "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
 )
-@probe_s_option(RATE_SEARCH)
+@probe_s_option
 @click.option("--label", default="", help="Label stored with the runs.", callback=stored_text)
 @click.option(
     "--check-answers",

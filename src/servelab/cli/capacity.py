@@ -21,7 +21,7 @@ from servelab.cli.boundary import (
     stop_on_signals,
 )
 from servelab.cli.common import BenchBar, notice
-from servelab.cli.sharedoption import Decorator, Parsed
+from servelab.cli.sharedoption import Parsed
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.load.capacity import PROBE_REQUESTS, PROBE_SPAN_S, CapacityStop
 from servelab.core.options import parse_positive_seconds
@@ -61,19 +61,19 @@ def _probe_span(text: str) -> float:
     return value
 
 
-def probe_s_option(search: str) -> Decorator:
-    """``--probe-s`` as ``probe_s: float``: a rate probe's span, with ``search`` (the options that
-    make a rate search: ``--find-capacity --rate``)."""
-    return click.option(
-        "--probe-s",
-        "probe_s",
-        type=Parsed("SECONDS", _probe_span),
-        default=f"{PROBE_SPAN_S:g}",
-        show_default=True,
-        help=f"With {search}: each probe sustains its rate for at least this many seconds of "
-        f"arrivals (more requests than --requests when needed, at most {PROBE_REQUESTS:,} or "
-        "--requests); --deadline must be longer.",
-    )
+#: ``--probe-s`` as ``probe_s: float``: a rate probe's span (``bench --find-capacity --rate``,
+#: ``ab --metric capacity --rate``: one declaration, one help).
+probe_s_option = click.option(
+    "--probe-s",
+    "probe_s",
+    type=Parsed("SECONDS", _probe_span),
+    default=f"{PROBE_SPAN_S:g}",
+    show_default=True,
+    help="With a rate capacity search (bench --find-capacity --rate, ab --metric capacity "
+    "--rate): each probe sustains its rate for at least this many seconds of arrivals (more "
+    f"requests than --requests when needed, at most {PROBE_REQUESTS:,} or --requests); "
+    "--deadline must be longer.",
+)
 
 
 def probe_s_typed() -> bool:
