@@ -139,7 +139,8 @@ def show_capacity(
     if as_json:
         print_json(capacity_report.capacity_json(result))
     else:
-        console.print(capacity_report.capacity_table(result))
+        if result.capacity.probes:  # none: the conclusion says no probe completed
+            console.print(capacity_report.capacity_table(result))
         error = capacity_report.first_error(result)
         words = capacity_report.conclusion_of(result, error)
         console.print(words, markup=False)
