@@ -16,6 +16,7 @@ from rich.markdown import Markdown
 from servelab.cli.answeropts import answers_config, answers_option, refuse_unkeepable
 from servelab.cli.bench import bench_config, check_lengths, check_trace
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
+from servelab.cli.capacity import check_probe_s, probe_s_option
 from servelab.cli.common import (
     SpecAndLedger,
     bench_levels,
@@ -80,6 +81,9 @@ AB_LOAD = {
     "repeat": Default("3", "a paired interval needs rounds"),
     "warmup": Default("4", "every visit follows a co-restart, so its first requests are cold"),
 }
+
+#: The options of a rate capacity search (what ``--probe-s`` goes with).
+RATE_SEARCH = "--metric capacity --rate"
 
 
 async def _ab(
@@ -172,6 +176,8 @@ class _Measure:
     workload: WorkloadOptions
     trace: TraceOptions
     slo: SLO | None
+    #: a rate capacity search's probe span (None: not one)
+    probe_s: float | None = None
 
 
 def _config(arms: KnobArms, measure: _Measure, design: _Design) -> AbConfig:
@@ -185,6 +191,7 @@ def _config(arms: KnobArms, measure: _Measure, design: _Design) -> AbConfig:
         order=design.order, order_seed=design.order_seed, until_decided=design.until_decided,
         max_rounds=design.max_rounds, margin=design.margin, gpus=design.gpus,
         boundary=design.boundary, metric=design.metric, answers=answers_config(design.answers),
+        probe_s=measure.probe_s,
     )  # fmt: skip
 
 
@@ -211,6 +218,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @trace_options()
 @slo_option()
 @metric_option()
+@probe_s_option
 @answers_option()
 @click.option(
     "--order",
@@ -279,6 +287,7 @@ def ab_command(
     trace: TraceOptions,
     slo: SLO | None,
     metric: str,
+    probe_s: float,
     answers: str,
     order: str,
     order_seed: int,
@@ -309,6 +318,8 @@ def ab_command(
         raise click.UsageError(f"--metric {metric} needs --slo")
     if AbMetric(metric) == AbMetric.CAPACITY and trace.plan is not None:
         raise click.UsageError("--metric capacity searches generated load: not with --trace")
+    rate_search = AbMetric(metric) == AbMetric.CAPACITY and load.rate is not None
+    check_probe_s(rate_search, RATE_SEARCH, probe_s, load.deadline_s)
     check_lengths(workload, check_trace(trace.plan, load), None,  # no server asked: the cap
                   max(load.requests, load.warmup))  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)
@@ -317,7 +328,7 @@ def ab_command(
         keep = _check_arms(where, arms, keep)
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
-    measure = _Measure(load, workload, trace, slo)
+    measure = _Measure(load, workload, trace, slo, probe_s if rate_search else None)
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")

@@ -28,9 +28,10 @@ from servelab.cli.boundary import (
     stop_on_signals,
 )
 from servelab.cli.capacity import (
+    CAPACITY_BYTES,
     CAPACITY_NAMES,
+    check_probe_s,
     probe_s_option,
-    probe_s_typed,
     search,
     show_capacity,
     warm_first,
@@ -82,6 +83,7 @@ from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.overwrite import check_overwrite
+from servelab.io.room import check_room
 from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import TraceScan, scan_trace
 from servelab.ops.bench.bench import run_bench
@@ -155,9 +157,12 @@ async def _bench(
 
 
 def _check_export(directory: Path, force: bool, *, capacity: bool) -> None:
-    """Before any load: ``directory`` takes a file, and holds no file the export would replace
-    (one that holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
+    """Before any load: ``directory`` takes a file (a capacity search's, on a disk with room for
+    its files: :data:`CAPACITY_BYTES`), and holds no file the export would replace (one that
+    holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
     check_directory(directory)
+    if capacity:  # written once, after the whole search: its disk has room for them now
+        check_room(directory, CAPACITY_BYTES)
     for name in CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
         check_overwrite(directory / name, force)
 
@@ -230,6 +235,10 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     return EXIT_FAILED if result.n_failed else EXIT_OK
 
 
+#: The options of a rate capacity search (what ``--probe-s`` goes with).
+RATE_SEARCH = "--find-capacity --rate"
+
+
 @click.command("bench")
 @target_options()
 @proxy_options
@@ -298,8 +307,7 @@ def bench_command(
         raise click.UsageError("--check-answers goes with measured runs, not --find-capacity")
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
-    if probe_s_typed() and not (find_capacity and load.rate is not None):
-        raise click.UsageError("--probe-s goes with --find-capacity --rate (a rate probe's span)")
+    check_probe_s(find_capacity and load.rate is not None, RATE_SEARCH, probe_s, load.deadline_s)
     scan = check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)

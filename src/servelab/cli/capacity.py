@@ -25,7 +25,7 @@ from servelab.cli.sharedoption import Parsed
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.load.capacity import PROBE_REQUESTS, PROBE_SPAN_S, CapacityStop
 from servelab.core.options import parse_positive_seconds
-from servelab.errors import OptionError
+from servelab.errors import HostError, OptionError
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -36,7 +36,9 @@ from servelab.report import capacity as capacity_report
 from servelab.report.text import safe_markdown
 
 __all__ = [
+    "CAPACITY_BYTES",
     "CAPACITY_NAMES",
+    "check_probe_s",
     "probe_s_option",
     "probe_s_typed",
     "search",
@@ -46,6 +48,9 @@ __all__ = [
 
 #: The files ``--find-capacity --export DIR`` writes.
 CAPACITY_NAMES = ("capacity.md", "capacity.json")
+#: The room on the export's disk a search needs before it starts: its files of 12 probes, with
+#: their objectives, take tens of KiB.
+CAPACITY_BYTES = 128 * 1024
 
 
 def _probe_span(text: str) -> float:
@@ -56,15 +61,18 @@ def _probe_span(text: str) -> float:
     return value
 
 
+#: ``--probe-s`` as ``probe_s: float``: a rate probe's span (``bench --find-capacity --rate``,
+#: ``ab --metric capacity --rate``: one declaration, one help).
 probe_s_option = click.option(
     "--probe-s",
     "probe_s",
     type=Parsed("SECONDS", _probe_span),
     default=f"{PROBE_SPAN_S:g}",
     show_default=True,
-    help="With --find-capacity --rate: each probe sustains its rate for at least this many "
-    f"seconds of arrivals (more requests than --requests when needed, at most "
-    f"{PROBE_REQUESTS:,} or --requests).",
+    help="With a rate capacity search (bench --find-capacity --rate, ab --metric capacity "
+    "--rate): each probe sustains its rate for at least this many seconds of arrivals (more "
+    f"requests than --requests when needed, at most {PROBE_REQUESTS:,} or --requests); "
+    "--deadline must be longer.",
 )
 
 
@@ -72,6 +80,17 @@ def probe_s_typed() -> bool:
     """Whether ``--probe-s`` was given on the command line (or from the environment)."""
     source = click.get_current_context().get_parameter_source("probe_s")
     return source not in (None, ParameterSource.DEFAULT)
+
+
+def check_probe_s(rate_search: bool, search: str, probe_s: float, deadline_s: float | None) -> None:
+    """Before anything runs: ``--probe-s`` typed only with a rate search (``search`` names its
+    options), and a rate search's ``--deadline`` longer than its span: a deadline cuts each probe,
+    and one no longer than ``--probe-s`` would cut every rate probe before its span's last
+    arrivals are answered (an :class:`OptionError`, exit 2, naming both)."""
+    if probe_s_typed() and not rate_search:
+        raise click.UsageError(f"--probe-s goes with {search} (a rate probe's span)")
+    if rate_search and deadline_s is not None and deadline_s <= probe_s:
+        raise OptionError(capacity_report.deadline_refusal(deadline_s, probe_s, probe_s_typed()))
 
 
 def warm_first(config: BenchConfig) -> bool:
@@ -114,23 +133,39 @@ async def search(
 def show_capacity(
     result: CapacityResult, as_json: bool, export: Path | None, signum: int | None
 ) -> int:
-    """Print (and export) the search; its exit code."""
-    if export is not None:
-        md, doc = CAPACITY_NAMES
-        files = {
-            md: safe_markdown(capacity_report.capacity_markdown(result)).encode(),
-            doc: capacity_report.capacity_json(result).encode(),
-        }
-        write_files(export, files)
+    """Print (and export) the search; its exit code. An export that fails (a disk filled during
+    the search) loses nothing printed: the result is shown, then what was not written (exit 1)."""
+    unsaved = None if export is None else _export(result, export)
     if as_json:
         print_json(capacity_report.capacity_json(result))
     else:
-        console.print(capacity_report.capacity_table(result))
+        if result.capacity.probes:  # none: the conclusion says no probe completed
+            console.print(capacity_report.capacity_table(result))
         error = capacity_report.first_error(result)
         words = capacity_report.conclusion_of(result, error)
         console.print(words, markup=False)
+    if unsaved is not None:
+        notice("failed:", capacity_report.unsaved_line(unsaved), "bold red")
     stop = result.capacity.stop
     if stop == CapacityStop.INTERRUPTED:
-        err_console.print(f"{interruption(signum)}: the probes so far shown", style="yellow")
+        said = capacity_report.interrupted_line(result, interruption(signum))
+        err_console.print(said, style="yellow")
         return 128 + (signum or signal.SIGINT)
-    return EXIT_FAILED if stop in (CapacityStop.NEVER_MET, CapacityStop.FAILED) else EXIT_OK
+    failed = stop in (CapacityStop.NEVER_MET, CapacityStop.FAILED) or unsaved is not None
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _export(result: CapacityResult, export: Path) -> str | None:
+    """Write the search's files in ``export``; why they were not (None: written)."""
+    md, doc = CAPACITY_NAMES
+    files = {
+        md: safe_markdown(capacity_report.capacity_markdown(result)).encode(),
+        doc: capacity_report.capacity_json(result).encode(),
+    }
+    try:
+        write_files(export, files)
+    except HostError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot write {export}: {exc.strerror or exc}"
+    return None

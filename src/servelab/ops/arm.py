@@ -46,6 +46,7 @@ from servelab.core.bench.contract import (
 )
 from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.events import KnobVerifiedLive
+from servelab.core.load.capacity import PROBE_SPAN_S
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
@@ -245,13 +246,15 @@ async def measure(
     visit: int = 0,
     round_: int = 0,
     references: AnswerReferences | None = None,
+    span_s: float = PROBE_SPAN_S,
 ) -> Measured:
     """One run of ``bench`` (its URL the router's, once) per concurrency in ``levels``, valued by
     ``metric``; on capacity, one capacity search within the levels instead. A replayed trace's
     words come from the seed plus ``visit`` (the visit's place in its plan), so no visit finds
     the one before's prompts in the engines' prefix caches (the trace's own sharing stays).
     With the template's answer probes, each run carries those of round ``round_`` (both arms
-    of a round send the same: paired), checked later against ``references``."""
+    of a round send the same: paired), checked later against ``references``; ``span_s``: a rate
+    capacity search's probe span."""
     plan = await metrics_plan(op)
     url = router_url(op)
     model = await served_model(url, bench.model)
@@ -259,7 +262,7 @@ async def measure(
     if template.trace is not None:
         template = replace(template, seed=template.seed + visit)
     if metric == AbMetric.CAPACITY:
-        return await _capacity(op, template, plan, bench_progress)
+        return await _capacity(op, template, plan, bench_progress, span_s)
     decodes = op.spec.by_role("decode")
     values: dict[int, float] = {}
     bench_s: dict[int, float] = {}
@@ -303,11 +306,14 @@ async def _capacity(
     template: BenchConfig,
     plan: MetricsPlan | None,
     bench_progress: BenchProgressFn | None,
+    span_s: float = PROBE_SPAN_S,
 ) -> Measured:
-    """One capacity search: its estimate where the binding objective crosses its limit, else
-    the largest load that held (a search that never met the SLO stops the experiment)."""
+    """One capacity search (a rate's probes ``span_s`` seconds each): its estimate where the
+    binding objective crosses its limit, else the largest load that held (a search that never
+    met the SLO stops the experiment)."""
     t0 = time.monotonic()
-    found = await find_capacity(template, progress=bench_progress, ledger=op.ledger, metrics=plan)
+    found = await find_capacity(template, progress=bench_progress, ledger=op.ledger, metrics=plan,
+                                span_s=span_s)  # fmt: skip
     cap = found.capacity
     value = cap.estimate if cap.estimate is not None else cap.capacity
     if value is None:

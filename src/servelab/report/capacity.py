@@ -22,9 +22,12 @@ __all__ = [
     "capacity_table",
     "conclusion",
     "conclusion_of",
+    "deadline_refusal",
     "first_error",
+    "interrupted_line",
     "load_text",
     "served_text",
+    "unsaved_line",
     "warmup_line",
 ]
 
@@ -58,6 +61,21 @@ def warmup_line(requests: int) -> str:
     return (f"{requests} request(s) before the first probe, not measured: a deployment's first "
             "requests pay its one-time warm-up (--warmup N: N before every probe; --warmup 0: "
             "none)")  # fmt: skip
+
+
+def deadline_refusal(deadline_s: float, probe_s: float, typed: bool) -> str:
+    """Why a rate search's ``--deadline`` no longer than its probes' span is refused."""
+    default = "" if typed else " (the default)"
+    return (f"--deadline {deadline_s:g} would cut every rate probe short: a probe sustains its "
+            f"rate for --probe-s {probe_s:g}{default} seconds of arrivals, and its last "
+            "requests need time to be answered, so a probe cut by then measures no sustained "
+            "rate; give a --deadline longer than --probe-s (it cuts each probe, not the whole "
+            "search), or a shorter --probe-s (at least 1)")  # fmt: skip
+
+
+def unsaved_line(why: str) -> str:
+    """What ``--export`` did not write after a search (``why``: the writer's words)."""
+    return f"{why}; the search's result is printed above, not saved"
 
 
 def _probe_rows(result: CapacityResult) -> list[list[str]]:
@@ -220,11 +238,28 @@ def _verdict(capacity: Capacity, error: str | None, span_s: float | None) -> str
             return (f"out of probes: the SLO holds at {lo}" + (f", not at {hi}" if hi != "–"
                     else "") + f"{estimate} ({sure})")  # fmt: skip
         case CapacityStop.INTERRUPTED:
-            return f"interrupted: the SLO held at {lo} so far"
+            return _interrupted_text(capacity, lo)
         case CapacityStop.FAILED:
             return _failed_text(capacity, error)
         case CapacityStop.LIMITED:
             return _limited_text(capacity, lo, sure, span_s)
+
+
+def _interrupted_text(capacity: Capacity, lo: str) -> str:
+    if not capacity.probes:
+        return "interrupted before any probe completed: no load was judged, no capacity found"
+    if capacity.capacity is None:
+        low = load_text(capacity.kind, min(p.load for p in capacity.probes))
+        return f"interrupted: the SLO held at no load so far (missed down to {low})"
+    return f"interrupted: the SLO held at {lo} so far"
+
+
+def interrupted_line(result: CapacityResult, signal_words: str) -> str:
+    """What stderr says of an interrupted search (``signal_words``: ``interrupted``, or by what
+    signal)."""
+    if not result.capacity.probes:
+        return f"{signal_words} before any probe completed: nothing measured to show"
+    return f"{signal_words}: the probes so far shown"
 
 
 def conclusion_of(result: CapacityResult, error: str | None) -> str:

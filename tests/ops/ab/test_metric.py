@@ -4,6 +4,8 @@ an A/B on capacity through the real router."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from servelab.core.ab.result import (
 )
 from servelab.core.ab.tunerun import TuneKnob
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import parse_slo
@@ -130,3 +133,44 @@ async def test_an_ab_on_capacity_runs_one_search_a_visit(tmp_path: Path) -> None
     assert comparison.concurrency == CAPACITY_LEVEL and comparison.ratio == pytest.approx(1.0)
     assert result.design.metric == AbMetric.CAPACITY and result.design.slo == "e2e_p50=30000ms"
     assert recorded is not None and recorded.result.design.metric == AbMetric.CAPACITY
+
+
+def test_a_rate_capacity_ab_stores_its_probe_span() -> None:
+    """Issue 38 (Known after the 23rd pass): ``ab --metric capacity`` had no ``--probe-s``; its
+    span is stored with the A/B (a resumed one keeps it), left out when not given (as older A/Bs
+    stored it), and refused where no rate search runs."""
+    bench = BenchConfig(url="", concurrencies=(8,), rate=4.0, slo=SLO)
+    cfg = AbConfig("decode", "K", "256", "512", bench, metric=AbMetric.CAPACITY, probe_s=3.0)
+    assert cfg.span_s == 3.0 and encode(cfg)["probe_s"] == 3.0
+    assert decode(AbConfig, encode(cfg)) == cfg
+    plain = AbConfig("decode", "K", "256", "512", bench, metric=AbMetric.CAPACITY)
+    assert "probe_s" not in encode(plain) and plain.span_s == 10.0
+    assert decode(AbConfig, encode(plain)) == plain
+    for metric, rated, span in ((AbMetric.CAPACITY, None, 3.0), (AbMetric.GOODPUT, 4.0, 3.0),
+                                (AbMetric.CAPACITY, 4.0, 0.0)):  # fmt: skip
+        with pytest.raises(ValueError, match="probe span"):
+            AbConfig("decode", "K", "1", "2", replace(bench, rate=rated), metric=metric,
+                     probe_s=span)  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+async def test_an_ab_on_capacity_by_rate_probes_for_its_span(tmp_path: Path) -> None:
+    """Through the real router: each visit's rate search sends each probe ``probe_s`` seconds of
+    arrivals (1 s here; the default would send ten times as many)."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        bench = BenchConfig(url="", concurrencies=(1,), rate=4.0, requests=2,
+                            slo=parse_slo("e2e_p50=30s"), input_len=LengthDist("fixed", 16),
+                            output_len=LengthDist("fixed", 8), idle_timeout_s=30)  # fmt: skip
+        cfg = AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=1,
+                       metric=AbMetric.CAPACITY, probe_s=1.0)  # fmt: skip
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            result = await run_ab(loaded, cfg, ledger=ledger)
+            rows = [ledger.get(BenchRunRecord, i) for v in result.visits for i in v.bench_run_ids]
+    finally:
+        await deploy.down(loaded)
+    assert len(result.visits) == 2 and all(v.bench_run_ids for v in result.visits)
+    sent = [(row.config["rate"], row.config["requests"]) for row in rows if row is not None]
+    assert len(sent) == len(rows) and len(sent) >= 2, sent
+    assert all(n == max(2, math.ceil(rate)) for rate, n in sent), sent

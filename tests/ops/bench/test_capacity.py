@@ -11,11 +11,17 @@ import pytest
 from aiohttp import web
 
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.load.capacity import CapacityStop, LoadKind
+from servelab.core.load.capacity import CapacityStop, LoadKind, Probe, conclude
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.workload import LengthDist
 from servelab.ops.bench.capacity import find_capacity, search_bounds
-from servelab.report.capacity import capacity_json, conclusion, first_error
+from servelab.report.capacity import (
+    capacity_json,
+    capacity_markdown,
+    conclusion,
+    conclusion_of,
+    first_error,
+)
 
 #: A gap: 8 ms, and 2 ms per stream in flight: wide enough that a loaded machine's few
 #: milliseconds of loop lag do not move the capacity the SLO below allows.
@@ -137,3 +143,26 @@ async def test_a_search_whose_requests_fail_stops_with_no_verdict_and_a_clean_fi
     assert "sk-live" not in words and "\\u001b" not in words
     assert json.loads(words)["first_error"] == error
     assert "first error: http 500" in conclusion(cap, error)
+
+
+async def test_a_search_stopped_before_its_first_probe_says_no_probe_completed(
+    growing: str,
+) -> None:
+    """Issue 38 (Known after the 23rd pass): a search interrupted before its first probe said
+    "interrupted: the SLO held at – so far"; now, in the text and the JSON, that no probe
+    completed. One interrupted after a miss says no load held (not "held at –")."""
+    stop = asyncio.Event()
+    stop.set()
+    config = _config(growing, "tpot_p50=21ms", concurrencies=(1, 16))
+    found = await asyncio.wait_for(find_capacity(config, stop=stop), 60)
+    cap = found.capacity
+    assert cap.stop == CapacityStop.INTERRUPTED and not cap.probes and cap.capacity is None
+    said = conclusion_of(found, None)
+    assert said.startswith("interrupted before any probe completed: no load was judged"), said
+    assert "–" not in said and "held at" not in said
+    doc = json.loads(capacity_json(found))
+    assert (doc["capacity"], doc["probes"], doc["conclusion"]) == (None, [], said)
+    assert "before any probe completed" in capacity_markdown(found)
+    missed = conclude([Probe(8, False, True, 10.0, 2.0)], kind=LoadKind.CONCURRENCY,
+                      interrupted=True)  # fmt: skip
+    assert conclusion(missed) == "interrupted: the SLO held at no load so far (missed down to C8)"

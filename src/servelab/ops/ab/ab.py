@@ -130,7 +130,7 @@ async def _measure(
     if session is not None and visit.arm == cfg.baseline:
         await session.ensure(op)
     got = await measure(op, bench, levels, label, bench_progress, metric=cfg.metric,
-                        visit=visit.position, round_=visit.round)  # fmt: skip
+                        visit=visit.position, round_=visit.round, span_s=cfg.span_s)  # fmt: skip
     return replace(visit, throughput=got.throughput, failed_requests=got.failed_requests,
                    bench_run_ids=got.bench_run_ids, bench_s=got.bench_s,
                    server_throughput=got.server_throughput,

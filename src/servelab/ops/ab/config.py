@@ -18,6 +18,7 @@ from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.load.capacity import PROBE_SPAN_S
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "AbConfig", "KeepOption"]
 
@@ -68,6 +69,9 @@ class AbConfig:
     metric: AbMetric = AbMetric.THROUGHPUT
     #: answer probes in every visit (``--answers``; None or mode off: none)
     answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
+    #: a rate capacity search's probe span, seconds (``--probe-s``; None: the default,
+    #: :data:`~servelab.core.load.capacity.PROBE_SPAN_S`)
+    probe_s: Annotated[float | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         # The command line gives plain strings: made codes here (a ValueError names a bad one).
@@ -89,6 +93,14 @@ class AbConfig:
             ) from None
         if self.metric != AbMetric.THROUGHPUT and self.bench.slo is None:
             raise ValueError(f"an A/B on {self.metric} needs an SLO")
+        rate_search = self.metric == AbMetric.CAPACITY and self.bench.rate is not None
+        if self.probe_s is not None and not (rate_search and self.probe_s > 0):
+            raise ValueError("a probe span goes with an A/B on capacity by rate, above 0 s")
+
+    @property
+    def span_s(self) -> float:
+        """A rate capacity search's probe span, seconds."""
+        return PROBE_SPAN_S if self.probe_s is None else self.probe_s
 
     @property
     def levels(self) -> tuple[int, ...]:

@@ -34,6 +34,7 @@ from servelab.errors import CommandTimeout, HostError
 from servelab.io.files import check_directory
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
 from servelab.io.hosts.logs import LOG_REFUSED
+from servelab.io.room import free_bytes
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
 
@@ -96,19 +97,6 @@ def places(op: Operation, plan: list[str], *, rollback: bool) -> list[Place]:
     return found
 
 
-def _free_bytes(path: str) -> int | None:
-    """The bytes free for this user on the disk of ``path`` (or of its nearest existing parent);
-    None when that cannot be read."""
-    here = Path(path)
-    while not here.exists() and here != here.parent:
-        here = here.parent
-    try:
-        info = os.statvfs(here)
-    except OSError:
-        return None
-    return info.f_bavail * info.f_frsize
-
-
 def _local_refused(place: Place) -> str | None:
     """Why ``place`` (on this machine) cannot be written; None: it can."""
     if place.regular and (
@@ -124,7 +112,7 @@ def _local_refused(place: Place) -> str | None:
     elif os.path.lexists(place.path) and not os.access(place.path, os.W_OK):
         return ""
     if place.directory or place.what == _LEDGER:
-        free = _free_bytes(place.path)
+        free = free_bytes(Path(place.path))
         need = MIN_FREE_BYTES + sum(_size(path) for path in place.copied)
         if free is not None and free < need:
             return _full(free, need)
