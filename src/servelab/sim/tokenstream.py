@@ -2,8 +2,7 @@
 
 A streaming response registers a :class:`TokenWriter` as its sequence's sink; the scheduler calls
 it right after each step (``Sequence.sink``), and it writes the step's new token events to the
-connection at once, as one HTTP/1.1 chunk (one ``os.write`` on its socket while the transport
-holds nothing unsent, else through the transport, behind what it holds): no coroutine wakes per token, so a step
+connection's transport at once, as one HTTP/1.1 chunk: no coroutine wakes per token, so a step
 over a batch of B sequences costs B small writes inside one loop callback. A plain-text output's
 events are rendered :data:`_BLOCK` at a time, each already framed as its chunk, so a token costs
 a list index and a write.
@@ -20,7 +19,6 @@ response is chunked (HTTP/1.1; HTTP/1.0 ends the body by closing the connection)
 from __future__ import annotations
 
 import asyncio
-import os
 
 from aiohttp import HttpVersion11, web
 
@@ -45,10 +43,6 @@ class TokenWriter:
         created: int,
     ) -> None:  # fmt: skip
         self._transport = request.transport
-        sock = None if self._transport is None else self._transport.get_extra_info("socket")
-        #: the connection's descriptor: a token goes to it with one ``os.write`` while the
-        #: transport holds nothing unsent (-1: always through the transport)
-        self._fd = -1 if sock is None else sock.fileno()
         self._chunked = request.version >= HttpVersion11
         self._req, self._item, self._seq = req, item, seq
         self._rid, self._created = rid, created
@@ -93,18 +87,8 @@ class TokenWriter:
             data = self._render(seq, sent, n)
         if not sent:  # stamped before the write: the client may read it at once
             mark(self._req.marks, "first_token")
+        transport.write(data)
         self.sent = n
-        if self._fd < 0 or transport.get_write_buffer_size():
-            transport.write(data)  # behind bytes the transport still holds: in order
-            return
-        try:
-            done = os.write(self._fd, data)
-        except (BlockingIOError, InterruptedError):
-            done = 0
-        except OSError:
-            done = 0  # the transport meets the error again, closes, and the handler sees it
-        if done < len(data):
-            transport.write(data[done:])
 
     def take(self) -> bytes:
         """The events of the tokens emitted so far and not written yet (not framed), counted as
