@@ -31,8 +31,7 @@ def test_a_routed_body_is_checked_in_a_fraction_of_the_expressions_time() -> Non
     """A body as the router forwards it (a 128-word prompt of words with digits in them, a
     19-digit bootstrap room): the check is at least 4 times faster than the expression
     (measured about 10 times here, 20 for a prompt of plain words; each side's best of 5
-    rounds on the same clock), and the body
-    decodes as ``json`` decodes it."""
+    rounds on the same clock), and the body decodes as ``json`` decodes it."""
     rng = random.Random(7)
     prompt = " ".join(f"w{rng.randrange(10_000)}" for _ in range(128))
     body = {
