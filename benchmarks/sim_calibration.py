@@ -15,8 +15,9 @@ absolute schedule (p50, p99, max; wall ms), from the decode worker's own histogr
 worker's CPU, this client's CPU and the whole machine's busy share over the window.
 ``--side-by-side --before REV``: the same measurement for REV's decode worker (its ``src/``
 exported with ``git archive``, run through ``PYTHONPATH``) and this checkout's, in turn, and one
-table of CPU per token (the decode process's CPU over the tokens it emitted in the window) and
-lateness p50/p99, before against after:
+table of CPU per token (the decode process's CPU over the tokens it emitted in the window; "of
+it system": its kernel time, mostly each token's loopback ``send``) and lateness p50/p99,
+before against after, with the load average at the start and at the end:
 
     .venv/bin/python benchmarks/sim_calibration.py --side-by-side --before 0d7d9ad --after HEAD \
         --time-scale 0.25 --concurrency 64 256 1024 --decode-cpu 1 --decode-nice -10
@@ -153,9 +154,11 @@ async def closed_loop(
     return win
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """A process's user and system CPU seconds so far (``/proc/PID/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def _machine_busy() -> tuple[float, float]:
@@ -168,12 +171,14 @@ def _machine_busy() -> tuple[float, float]:
 
 @dataclass
 class Snap:
-    """At one instant: the decode worker's lateness histogram and CPU, this client's CPU, the
-    machine's busy and total CPU seconds, the time."""
+    """At one instant: the decode worker's lateness histogram and CPU (its system part too: the
+    kernel's side of each token's ``send``), this client's CPU, the machine's busy and total CPU
+    seconds, the time."""
 
     hist: dict[int, int]
     tokens: int
     decode_cpu_s: float
+    decode_sys_s: float
     client_cpu_s: float
     busy_s: float
     total_s: float
@@ -189,8 +194,10 @@ async def _sched(session: aiohttp.ClientSession, url: str, at: float) -> Snap:
         tokens = _counter(await resp.text(), "sglang:generation_tokens_total")
     hist = {int(k): int(v) for k, v in info["scheduler"]["hist"].items()}
     busy, total = _machine_busy()
-    cpu = _cpu_s(int(info["pid"]))
-    return Snap(hist, tokens, cpu, time.process_time(), busy, total, time.monotonic())
+    user, system = _cpu_s(int(info["pid"]))
+    return Snap(
+        hist, tokens, user + system, system, time.process_time(), busy, total, time.monotonic()
+    )
 
 
 def _counter(text: str, name: str) -> int:
@@ -278,6 +285,7 @@ async def jitter_run(stack: SimStack, c: int, args: argparse.Namespace) -> dict[
         "tok_s_wall": win.tokens / args.measure_s,
         "decode_cpu": (b.decode_cpu_s - a.decode_cpu_s) / (b.at - a.at),
         "cpu_us_per_token": (b.decode_cpu_s - a.decode_cpu_s) * 1e6 / max(b.tokens - a.tokens, 1),
+        "sys_us_per_token": (b.decode_sys_s - a.decode_sys_s) * 1e6 / max(b.tokens - a.tokens, 1),
         "client_cpu": (b.client_cpu_s - a.client_cpu_s) / (b.at - a.at),
         "machine_busy": (b.busy_s - a.busy_s) / max(b.total_s - a.total_s, 1e-9),
         "model_tok_s": c / (decode_step_s(DEFAULT_PROFILE, c, ctx, 256) * args.time_scale),
@@ -345,6 +353,7 @@ def side_by_side_main(args: argparse.Namespace) -> int:
     Exit 0 when this checkout's p99 lateness is under 2 ms at every concurrency."""
     after = {} if args.after is None else {"PYTHONPATH": str(_export(args.after))}
     variants = {"before": {"PYTHONPATH": str(_export(args.before))}, "after": after}
+    load_start = os.getloadavg()[0]
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(args.repeats):
         for name, extra in variants.items():
@@ -366,15 +375,16 @@ def side_by_side_main(args: argparse.Namespace) -> int:
         f"{args.time_scale}, in {args.in_len} / out {args.out_len}, window {args.measure_s} s, "
         f"{args.repeats} run(s) each; lateness in wall ms (bucket {LAG_BUCKET_S * 1e3} ms); "
         f"decode on CPU {args.decode_cpu if args.decode_cpu is not None else 'any'}, nice "
-        f"{args.decode_nice}; load {os.getloadavg()[0]:.1f}"
+        f"{args.decode_nice}; load {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end"
     )
     print(
-        f"{'C':>5} {'CPU us/token':>21} {'lateness p50':>17} {'lateness p99':>17} "
-        f"{'tok/s wall':>17} {'decode CPU':>15}"
+        f"{'C':>5} {'CPU us/token':>21} {'of it system':>17} {'lateness p50':>17} "
+        f"{'lateness p99':>17} {'tok/s wall':>17} {'decode CPU':>15}"
     )
     print(
         f"{'':>5} {'before':>7} {'after':>6} {'ratio':>6} "
-        + "{:>8} {:>8} ".format("before", "after") * 4
+        + "{:>8} {:>8} ".format("before", "after") * 5
     )
     ok = True
     for c in args.concurrency:
@@ -384,6 +394,7 @@ def side_by_side_main(args: argparse.Namespace) -> int:
         ratio = b["cpu_us_per_token"] / max(a["cpu_us_per_token"], 1e-9)
         print(
             f"{c:>5} {b['cpu_us_per_token']:7.1f} {a['cpu_us_per_token']:6.1f} {ratio:5.1f}x "
+            f"{b['sys_us_per_token']:8.1f} {a['sys_us_per_token']:8.1f} "
             f"{b.get('p50', 0):8.2f} {a.get('p50', 0):8.2f} {b.get('p99', 0):8.2f} "
             f"{a.get('p99', 0):8.2f} {b['tok_s_wall']:8.0f} {a['tok_s_wall']:8.0f} "
             f"{b['decode_cpu']:8.0%} {a['decode_cpu']:8.0%}"

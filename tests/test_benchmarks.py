@@ -5,6 +5,7 @@ measurements, docs/bench.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -134,3 +135,45 @@ def test_cli_startup_measures_with_bytecode_cached_as_the_suite_runs(tmp_path: P
     assert "bytecode cached" in done.stdout
     assert list((src / "servelab" / "cli" / "__pycache__").glob("boundary.*.pyc"))
     assert done.stdout.count("\n--help ") == 1, done.stdout
+
+
+def test_sim_calibration_reads_a_process_user_and_system_cpu_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``sim_calibration.py --side-by-side`` prints the system part of the decode's CPU per
+    token (the kernel's side of its sends): ``_cpu_s`` reads a live process's user and system
+    seconds apart, as the process itself counts them."""
+    spec = importlib.util.spec_from_file_location(
+        "sim_calibration", BENCHMARKS / "sim_calibration.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look themselves up
+    spec.loader.exec_module(module)
+    burn = (
+        "import os, sys, time\n"
+        "end = time.monotonic() + 0.4\n"
+        "while time.monotonic() < end:\n"  # bounded in time: system calls, then pure Python
+        "    os.stat('/')\n"
+        "end = time.monotonic() + 0.4\n"
+        "while time.monotonic() < end:\n"
+        "    sum(range(1000))\n"
+        "t = os.times()\n"
+        "print(t.user, t.system, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        own_user, own_system = (float(x) for x in child.stdout.readline().split())
+        user, system = module._cpu_s(child.pid)
+    finally:
+        child.communicate("", timeout=30)
+    tick = 2 / os.sysconf("SC_CLK_TCK")
+    assert own_system > tick and own_user > tick, (own_user, own_system)
+    assert abs(user - own_user) <= tick and abs(system - own_system) <= tick, (
+        (user, system),
+        (own_user, own_system),
+    )

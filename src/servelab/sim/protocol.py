@@ -272,13 +272,23 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
 #: row, or 19 after a minus; 19 digits alone are below 10**19 < 2**64 (a bootstrap room's id, a
 #: random 63-bit number, has 19 digits nine times in ten and stays on orjson)
 _LONG_DIGITS = re.compile(rb"[0-9]{20}|-[0-9]{19}")
+#: Every byte to one of three: digits to ``0``, the minus to itself, the rest to a space.
+_DIGIT_CLASSES = bytes(48 if 48 <= b <= 57 else b if b == 45 else 32 for b in range(256))
+
+
+def _long_digits(raw: bytes) -> bool:
+    """Whether :data:`_LONG_DIGITS` is found in ``raw``: by a byte translation and two
+    substring searches, about 20 times faster than the expression (1.4 against 33 µs for a
+    1 KB body: the expression tries a match at each of its digits)."""
+    classes = raw.translate(_DIGIT_CLASSES)
+    return b"0" * 20 in classes or b"-" + b"0" * 19 in classes
 
 
 def decode_body(raw: bytes) -> Any:
     """A request body as ``json.loads`` reads it (raising what it raises), by orjson when that
     gives the same: not for a body with an integer orjson may read beyond 64 bits (as a float;
     :data:`_LONG_DIGITS`) nor for one orjson refuses (NaN, lone surrogates, bad UTF-8: ``json``)."""
-    if not _LONG_DIGITS.search(raw):
+    if not _long_digits(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
