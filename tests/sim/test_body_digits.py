@@ -1,12 +1,11 @@
 """``decode_body``'s check for integers orjson may read beyond 64 bits: a byte translation and
 two substring searches that find exactly what :data:`_LONG_DIGITS` (the rule, as an expression)
-finds, much faster (the expression tries a match at each digit of a body)."""
+finds (the expression tries a match at each digit of a body)."""
 
 from __future__ import annotations
 
 import json
 import random
-import time
 
 from servelab.sim.protocol import _LONG_DIGITS, _long_digits, decode_body
 
@@ -27,11 +26,10 @@ def test_the_fast_check_finds_what_the_expression_finds() -> None:
         assert _long_digits(raw) == (_LONG_DIGITS.search(raw) is not None), raw
 
 
-def test_a_routed_body_is_checked_in_a_fraction_of_the_expressions_time() -> None:
+def test_a_routed_body_decodes_as_json_decodes_it() -> None:
     """A body as the router forwards it (a 128-word prompt of words with digits in them, a
-    19-digit bootstrap room): the check is at least 4 times faster than the expression
-    (measured about 10 times here, 20 for a prompt of plain words; each side's best of 5
-    rounds on the same clock), and the body decodes as ``json`` decodes it."""
+    19-digit bootstrap room) decodes as ``json`` decodes it. (The check's speed against the
+    expression is a benchmark's to show, never a unit test's.)"""
     rng = random.Random(7)
     prompt = " ".join(f"w{rng.randrange(10_000)}" for _ in range(128))
     body = {
@@ -41,14 +39,4 @@ def test_a_routed_body_is_checked_in_a_fraction_of_the_expressions_time() -> Non
     }  # fmt: skip
     raw = json.dumps(body).encode()
     assert decode_body(raw) == json.loads(raw)
-
-    def best(check: object) -> float:
-        rounds = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(200):
-                check(raw)  # type: ignore[operator]
-            rounds.append(time.perf_counter() - t0)
-        return min(rounds)
-
-    assert best(_long_digits) * 4 < best(_LONG_DIGITS.search)
+    assert _long_digits(raw) and _LONG_DIGITS.search(raw) is not None
