@@ -48,3 +48,27 @@ def test_probe_s_without_a_rate_search_is_refused() -> None:
         done = run_cli("bench", "--url", "http://127.0.0.1:9", "--no-ledger", "--probe-s", "3",
                        *extra, timeout=60)  # fmt: skip
         assert done.returncode == 2 and "--probe-s" in done.stderr, (extra, done.stderr)
+
+
+def test_a_batch_slowing_every_request_is_not_read_as_served_faster() -> None:
+    """25th pass H1: with 2,048 in flight allowed, the engine's batch slows every admitted request
+    together; the early ones end nearly with the late ones, and a measure from completions alone
+    read 800 req/s offered as "served 2,171" and named "capacity 1,325 req/s" on a stack that
+    answers ~530 closed-loop (this test before the fix). The work measure (tokens that arrived
+    while requests kept arriving) binds there: no rate named above what the stack serves."""
+    with sim_stack(time_scale=0.05, env={"SERVELAB_SIM_WARMUP_S": "0"}) as stack:
+        url = ("bench", "--url", stack.router_url, "--no-ledger")
+        closed = run_cli(*url, "--concurrency", "256", "--requests", "1000", "--warmup", "16",
+                         "--json", timeout=300)  # fmt: skip
+        found = run_cli(*url, "--find-capacity", "--rate", "100", "--slo", "ttft_p99=60s",
+                        "--concurrency", "2048", "--requests", "16", "--probe-s", "2", "--json",
+                        timeout=600)  # fmt: skip
+    assert closed.returncode == 0, closed.stderr
+    serves = json.loads(closed.stdout)["levels"][0]["request_throughput"]["mean"]
+    assert found.returncode == 0, (found.stdout, found.stderr)
+    doc = json.loads(found.stdout)
+    table = [(p["load"], p["met"], p["served"]) for p in doc["probes"]]
+    assert doc["capacity"] is not None and doc["capacity"] <= serves * 1.25, (serves, table)
+    for load, met, served in table:
+        assert served is None or served <= load, table
+        assert not met or served is None or served >= 0.9 * load, table

@@ -1,5 +1,6 @@
-"""Issue 38 (24th pass H2): the rate a probe served, apart from its latencies; a healthy probe of
-long requests is not failed by its drain; a queue growing through the probe is."""
+"""Issue 38 (24th pass H2, 25th pass H1): the rate a probe served, apart from its latencies; a
+healthy probe of long requests is not failed by its drain; a queue growing through the probe is,
+and so is a batch that slows every admitted request together (its completions bunch up)."""
 
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def test_pace_needs_answered_requests_spread_over_time() -> None:
     assert served_rate(10, _healthy(10, MIN_PACED / 10, 1)) is not None
     at_once = [_record(i, 0, 0, 1 + i) for i in range(20)]
     assert served_rate(10, at_once) is None
-    answered_at_once = [_record(i, i / 10, i / 10, 5) for i in range(20)]
-    assert served_rate(10, answered_at_once) is None
+    answered_at_once = [_record(i, i / 10, i / 10, 5) for i in range(20)]  # a stall, then all
+    stalled = served_rate(10, answered_at_once)  # their tokens were not coming while they arrived
+    assert stalled is not None and not sustained(10, stalled), stalled
     for odd in (math.nan, math.inf, 0.0, -1.0):
         assert served_rate(odd, _healthy(10, 2, 1)) is None
     failed = _healthy(10, 2, 1)
@@ -84,3 +86,47 @@ def test_the_in_flight_peak_counts_sent_requests_not_ended() -> None:
     assert in_flight_peak(_queued(150, 2, 72, 8 / 72)) == 8  # 8 slots, each busy 8/72 s
     assert in_flight_peak(_healthy(10, 2, 0.05)) == 1
     assert in_flight_peak([]) == 0
+
+
+def _batched(rate: float, span_s: float, serves: float, tokens: int) -> list[RequestRecord]:
+    """An engine that admits every request at once and shares ``serves × tokens`` tokens a second
+    among all it holds (processor sharing, as a continuous batch slows every sequence): each
+    request's tokens, as its stream's events, when its share of the work reaches them."""
+    step, per_s = 0.02, serves * tokens
+    n = round(rate * span_s)
+    arrivals = [i / rate for i in range(n)]
+    done = [0.0] * n
+    records = [_record(i, a, a, None) for i, a in enumerate(arrivals)]
+    active: list[int] = []
+    t, nxt = 0.0, 0
+    while nxt < n or active:
+        while nxt < n and arrivals[nxt] <= t:
+            active.append(nxt)
+            nxt += 1
+        if active:
+            share = per_s * step / len(active)
+            for i in list(active):
+                before = int(done[i])
+                done[i] = min(tokens, done[i] + share)
+                record = records[i]
+                for _ in range(before, int(done[i])):
+                    record.event_ns.append(round((1 + t + step) * S))
+                    record.event_tokens.append(1)
+                if done[i] >= tokens:
+                    record.end_ns = round((1 + t + step) * S)
+                    record.first_byte_ns = record.event_ns[0]
+                    active.remove(i)
+        t += step
+    return records
+
+
+def test_a_batch_slowing_every_request_together_is_the_rate_served() -> None:
+    """25th pass H1: 300 req/s offered to a batch that serves ~147 read "served 325": the early
+    requests, slowed by the batch, ended nearly with the late ones. Tokens are work: 40 req/s
+    offered to one serving 20 is served 20 (a tenth either way)."""
+    records = _batched(40, 10, 20, 16)
+    served = served_rate(40, records)
+    assert served is not None and abs(served - 20) < 2, served
+    assert not sustained(40, served)
+    keeps = served_rate(15, _batched(15, 10, 20, 16))  # under what it serves: kept pace
+    assert keeps is not None and sustained(15, keeps), keeps
