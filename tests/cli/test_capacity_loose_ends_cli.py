@@ -60,9 +60,13 @@ def test_a_deadline_past_the_span_or_a_concurrency_search_is_not_refused_for_it(
         assert done.returncode == 1 and "--deadline" not in done.stderr, (extra, done.stderr)
 
 
-def test_ab_on_capacity_takes_probe_s_checked_as_bench_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["ab", "tune"])
+def test_ab_and_tune_on_capacity_take_probe_s_checked_as_bench_does(
+    tmp_path: Path, command: str
+) -> None:
+    """``tune --metric capacity`` had no ``--probe-s`` either (its rate probes took 10 s)."""
     spec = tmp_path / "missing.toml"  # refused before the spec is read
-    ab = ("ab", "-f", str(spec), "--knob", "decode:K=1,2", "--slo", "ttft_p99=2s")
+    ab = (command, "-f", str(spec), "--knob", "decode:K=1,2", "--slo", "ttft_p99=2s")
     done = run_cli(*ab, "--metric", "capacity", "--rate", "4", "--probe-s", "5", "--deadline",
                    "3", timeout=60)  # fmt: skip
     assert done.returncode == 2 and "--deadline 3 " in done.stderr, done.stderr

@@ -16,7 +16,7 @@ from rich.markdown import Markdown
 from servelab.cli.answeropts import answers_config, answers_option, refuse_unkeepable
 from servelab.cli.bench import bench_config, check_lengths, check_trace
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
-from servelab.cli.capacity import check_probe_s, probe_s_option
+from servelab.cli.capacity import METRIC_RATE_SEARCH, check_probe_s, probe_s_option
 from servelab.cli.common import (
     SpecAndLedger,
     bench_levels,
@@ -81,9 +81,6 @@ AB_LOAD = {
     "repeat": Default("3", "a paired interval needs rounds"),
     "warmup": Default("4", "every visit follows a co-restart, so its first requests are cold"),
 }
-
-#: The options of a rate capacity search (what ``--probe-s`` goes with).
-RATE_SEARCH = "--metric capacity --rate"
 
 
 async def _ab(
@@ -319,7 +316,7 @@ def ab_command(
     if AbMetric(metric) == AbMetric.CAPACITY and trace.plan is not None:
         raise click.UsageError("--metric capacity searches generated load: not with --trace")
     rate_search = AbMetric(metric) == AbMetric.CAPACITY and load.rate is not None
-    check_probe_s(rate_search, RATE_SEARCH, probe_s, load.deadline_s)
+    check_probe_s(rate_search, METRIC_RATE_SEARCH, probe_s, load.deadline_s)
     check_lengths(workload, check_trace(trace.plan, load), None,  # no server asked: the cap
                   max(load.requests, load.warmup))  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)

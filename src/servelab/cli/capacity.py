@@ -38,6 +38,7 @@ from servelab.report.text import safe_markdown
 __all__ = [
     "CAPACITY_BYTES",
     "CAPACITY_NAMES",
+    "METRIC_RATE_SEARCH",
     "check_probe_s",
     "probe_s_option",
     "probe_s_typed",
@@ -60,6 +61,9 @@ def _probe_span(text: str) -> float:
         raise OptionError(f"expected seconds ≥ 1 (a shorter probe is a burst), got {value:g}")
     return value
 
+
+#: The options of an A/B's or a tune's rate capacity search (what their ``--probe-s`` goes with).
+METRIC_RATE_SEARCH = "--metric capacity --rate"
 
 #: ``--probe-s`` as ``probe_s: float``: a rate probe's span (``bench --find-capacity --rate``,
 #: ``ab --metric capacity --rate``: one declaration, one help).

@@ -13,6 +13,7 @@ import click
 
 from servelab.cli.answeropts import answers_config, answers_option, refuse_unkeepable
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
+from servelab.cli.capacity import METRIC_RATE_SEARCH, check_probe_s, probe_s_option
 from servelab.cli.common import (
     SpecAndLedger,
     bench_levels,
@@ -153,6 +154,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @workload_options()
 @slo_option()
 @metric_option()
+@probe_s_option
 @answers_option()
 @click.option(
     "--max-rounds", default=str(DEFAULT_MAX_ROUNDS), show_default=True,
@@ -222,6 +224,7 @@ def tune_command(
     workload: WorkloadOptions,
     slo: SLO | None,
     metric: str,
+    probe_s: float,
     answers: str,
     max_rounds: int,
     max_minutes: float | None,
@@ -244,6 +247,8 @@ def tune_command(
     """Find the best setting: arms in blocks, each made live and proven; the worse dropped."""
     if resume is None and not knobs:
         raise click.UsageError(f"--knob {KNOB_VALUES_FORM} is required (or --resume)")
+    rate_search = TuneMetric(metric) == TuneMetric.CAPACITY and rate is not None
+    check_probe_s(rate_search, METRIC_RATE_SEARCH, probe_s, deadline_s)
     where = SpecAndLedger(spec_path, ledger_path)
     cfg = None
     if knobs:
@@ -262,6 +267,7 @@ def tune_command(
                 tuple(TuneKnob(k.service, k.name, k.values) for k in knobs), bench,
                 TuneMetric(metric), alpha, margin, max_rounds, max_minutes, Boundary(boundary),
                 order, order_seed, gpus, keep == "best", screen, answers_config(answers),
+                probe_s if rate_search else None,
             )  # fmt: skip
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None

@@ -153,6 +153,22 @@ def test_a_rate_capacity_ab_stores_its_probe_span() -> None:
                      probe_s=span)  # fmt: skip
 
 
+def test_a_rate_capacity_tune_stores_its_probe_span() -> None:
+    """``tune --metric capacity`` takes ``--probe-s`` as ``ab`` does: stored, omitted when not
+    given (older tunes read), refused where no rate search runs."""
+    bench = BenchConfig(url="", concurrencies=(8,), rate=4.0, slo=SLO)
+    knobs = (TuneKnob("decode", "K", ("1", "2")),)
+    cfg = TuneConfig(knobs, bench, AbMetric.CAPACITY, probe_s=3.0)
+    assert cfg.span_s == 3.0 and encode(cfg)["probe_s"] == 3.0
+    assert decode(TuneConfig, encode(cfg)) == cfg
+    plain = TuneConfig(knobs, bench, AbMetric.CAPACITY)
+    assert "probe_s" not in encode(plain) and plain.span_s == 10.0
+    for metric, rated, span in ((AbMetric.CAPACITY, None, 3.0), (AbMetric.GOODPUT, 4.0, 3.0),
+                                (AbMetric.CAPACITY, 4.0, 0.0)):  # fmt: skip
+        with pytest.raises(ValueError, match="probe span"):
+            TuneConfig(knobs, replace(bench, rate=rated), metric, probe_s=span)
+
+
 @pytest.mark.timeout(300)
 async def test_an_ab_on_capacity_by_rate_probes_for_its_span(tmp_path: Path) -> None:
     """Through the real router: each visit's rate search sends each probe ``probe_s`` seconds of

@@ -121,7 +121,8 @@ async def _visit(
     bench = cfg.bench if session is None else replace(cfg.bench, answers=session.config)
     got = await measure(op, bench, levels,
                         f"tune {cfg.names}={label} {phase} block {block.block}", bench_progress,
-                        metric=cfg.metric, visit=position, round_=block.block - 1)  # fmt: skip
+                        metric=cfg.metric, visit=position, round_=block.block - 1,
+                        span_s=cfg.span_s)  # fmt: skip
     visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
                      got.throughput, got.failed_requests, got.bench_run_ids, position,
                      "→".join(block.order), overhead, got.bench_s, got.server_throughput,

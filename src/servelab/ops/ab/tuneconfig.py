@@ -18,6 +18,7 @@ from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knob import same_value
 from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.load.capacity import PROBE_SPAN_S
 from servelab.errors import KnobError
 from servelab.ops.arm import Setting
 from servelab.ops.knob import check_setting
@@ -51,11 +52,17 @@ class TuneConfig:
     screen: bool = False
     #: answer probes in every visit of the tune's blocks (``--answers``; None: none)
     answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
+    #: a rate capacity search's probe span, seconds (``--probe-s``; None: the default,
+    #: :data:`~servelab.core.load.capacity.PROBE_SPAN_S`)
+    probe_s: Annotated[float | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", TuneMetric(self.metric))
         if self.metric != TuneMetric.THROUGHPUT and self.bench.slo is None:
             raise ValueError(f"a tune on {self.metric} needs an SLO")
+        rate_search = self.metric == TuneMetric.CAPACITY and self.bench.rate is not None
+        if self.probe_s is not None and not (rate_search and self.probe_s > 0):
+            raise ValueError("a probe span goes with a tune on capacity by rate, above 0 s")
         object.__setattr__(self, "boundary", Boundary(self.boundary))
         if not self.knobs:
             raise ValueError("a tune needs a knob")
@@ -71,6 +78,11 @@ class TuneConfig:
         self.rule()  # the rule's own checks (alpha, margin, max_rounds)
         if self.screen:
             self.design()  # each knob at two values, at most 8, their names distinct
+
+    @property
+    def span_s(self) -> float:
+        """A rate capacity search's probe span, seconds."""
+        return PROBE_SPAN_S if self.probe_s is None else self.probe_s
 
     def rule(self) -> TuneRule:
         return TuneRule(self.alpha, self.margin, self.max_rounds, self.boundary, self.order,
