@@ -7,6 +7,7 @@ ended "live value None". Real processes: the simulated workers, the real sglang-
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +71,22 @@ def test_ab_on_a_router_env_knob_proves_each_arm_from_its_launch_copy(root: Path
     assert "None" not in out + err, out + err
     assert "is not live" not in out + err, out + err
     assert code == 0, out + err
+
+
+def test_a_launch_copy_that_cannot_be_read_leaves_the_knob_not_read_back(root: Path) -> None:
+    """A copy replaced by a FIFO (never waited on), a UTF-16 file (refused), binary bytes, or
+    removed: nothing is known from it, the knob is "not read back" as before, never an error."""
+    record = json.loads((root / "state" / "run" / "router.json").read_text())
+    copy = Path(record["extra"]["env_at_launch"])
+    assert copy.read_text() == "RUST_LOG=info\n"
+    hostile = {
+        "fifo": lambda: os.mkfifo(copy),
+        "utf-16": lambda: copy.write_bytes("RUST_LOG=debug\n".encode("utf-16")),
+        "binary": lambda: copy.write_bytes(b"\x00\xff\x1b[31m" * 1000),
+        "gone": lambda: None,
+    }
+    for kind, make in hostile.items():
+        copy.unlink()
+        make()
+        code, check = _rust_log(root)
+        assert code == 0 and check["code"] == "live.not_read_back", (kind, check)
