@@ -6,7 +6,9 @@ follows).
 
 :func:`printable` is the one sanitizer of such text: C0 and C1 controls, ``DEL``, the line and
 paragraph separators and the bidirectional overrides become ``\\xNN``/``\\uNNNN`` escapes (a
-reader sees what was sent); a backslash the text holds is kept. Secrets are the redaction
+reader sees what was sent); a backslash the text holds is kept. :func:`printable_lines` does the
+same to text quoted as lines (a log's tail), keeping its line ends and tabs (a ``CR LF`` read as
+a line end; a lone ``CR``, which would write over a line, escaped). Secrets are the redaction
 policy's (:mod:`servelab.core.redaction`), applied where the text is quoted.
 """
 
@@ -14,9 +16,12 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "printable_lines"]
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_IN_LINES = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)  # as _UNSAFE, but \t and \n
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -27,3 +32,8 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` with every control character escaped (see the module doc)."""
     return _UNSAFE.sub(_escape, text)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with every control character but the line end and the tab escaped."""
+    return _UNSAFE_IN_LINES.sub(_escape, text.replace("\r\n", "\n"))

@@ -52,6 +52,7 @@ from servelab.sim.engineargs import engine_flags
 
 __all__ = [
     "CONFIG_AT_LAUNCH",
+    "ENV_AT_LAUNCH",
     "ROUTER_POLICIES",
     "ArgumentEdit",
     "argument_knob",
@@ -59,6 +60,7 @@ __all__ = [
     "dropped_arguments_of",
     "engine_arguments",
     "engine_report",
+    "launch_copy",
     "live_argument",
     "place_path",
     "read_places",
@@ -231,20 +233,29 @@ async def live_argument(
 #: The pid record's key for the copy of the config file a launch read.
 CONFIG_AT_LAUNCH = "config_at_launch"
 
+#: The pid record's key for the copy of the env file a launch read.
+ENV_AT_LAUNCH = "env_at_launch"
 
-def _config_read(op: Operation, service: str, pid: int) -> str | None:
-    """The copy of the config file servelab kept when it launched ``pid`` (None: not launched
-    by servelab, or before it kept one): what that process read, whatever the file holds now."""
+
+def launch_copy(op: Operation, service: str, pid: int, key: str) -> str | None:
+    """The copy (``key``: :data:`CONFIG_AT_LAUNCH`, :data:`ENV_AT_LAUNCH`) of the file servelab
+    kept when it launched ``pid`` (None: not launched by servelab, or before it kept one): what
+    that process read, whatever the file holds now."""
     for at in (None, spec_address(op.spec, service)):  # its own, or kept aside (a shared folder)
         record = read_pid_record(op.loaded.state_dir, service, at)
         if record is None:
             continue
         served = record.extra.get("served_by")
         pids = {record.pid, served.get("pid") if isinstance(served, dict) else None}
-        copy = record.extra.get(CONFIG_AT_LAUNCH)
+        copy = record.extra.get(key)
         if pid in pids and isinstance(copy, str):
             return copy
     return None
+
+
+def _config_read(op: Operation, service: str, pid: int) -> str | None:
+    """The copy of the config file ``pid`` was launched with (:func:`launch_copy`)."""
+    return launch_copy(op, service, pid, CONFIG_AT_LAUNCH)
 
 
 #: A router's policy arguments, and the workers each one picks (sglang-router 0.3.2, smg 1.13).

@@ -46,8 +46,10 @@ from servelab.core.bench.contract import (
 )
 from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.events import KnobVerifiedLive
+from servelab.core.knobs.serverinfo import Reported
 from servelab.core.load.capacity import PROBE_SPAN_S
 from servelab.core.load.records import RequestRecord
+from servelab.core.redaction import mask
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.core.verify.checks import Check, CheckCode, Layer
@@ -59,7 +61,7 @@ from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
-from servelab.ops.sharedfile import file_readers
+from servelab.ops.sharedfile import file_readers, launched_env_value
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.e2e import E2EOptions
@@ -140,11 +142,12 @@ async def make_live(
         raise BenchError(f"restart for arm {values} failed ({', '.join(failed)}): arm not measured")
     layers = ("config", "live", "pair", "e2e") if e2e else ("config", "live", "pair")
     proof = await verify(op.quiet(), services, layers=layers, e2e=e2e_options)
-    live = tuple([await _read_back(op, s) for s in settings])
+    reads = [await _read_back(op, s) for s in settings]
+    live = tuple(r.value for r in reads)
     live_shared = [await _read_back(op, s) for s in shared]
-    wrong = [f"{s.service}: live value {v!r}"
-             for s, v in zip([*settings, *shared], [*live, *live_shared], strict=True)
-             if not same_value(v, _expected(op, s))]  # fmt: skip
+    wrong = [_value_wrong(s.service, s.knob, r)
+             for s, r in zip([*settings, *shared], [*reads, *live_shared], strict=True)
+             if not r.known or not same_value(r.value, _expected(op, s))]  # fmt: skip
     read_back = {(s.service, argument_knob(op, s.knob).name) for s in settings}
     # a long prompt that fails is a finding of the arm, not a sign it is not live: its short
     # prompts went through (the guilty arm of a case test fails long prompts; its test says so)
@@ -167,15 +170,34 @@ async def make_live(
     return LiveArm(proof.verification_id, live, pair_failed)
 
 
-async def _read_back(op: Operation, setting: Setting) -> str | None:
+async def _read_back(op: Operation, setting: Setting) -> Reported:
     """The setting's live value: from the process (``/proc``), else, for an argument the process
-    does not show (sglang-router's argv), from what the service reports it runs with."""
+    does not show (sglang-router's argv), from what the service reports it runs with; for an env
+    knob of a router that wrote over its environment, from the copy of the env file servelab
+    kept when the arm's restart launched it (:func:`~servelab.ops.sharedfile.launched_env_value`:
+    what it was started with), not read back without one."""
     live = await live_knob(op, setting.service, setting.knob)
     knob = argument_knob(op, setting.knob)
-    if knob.is_env or same_value(live, _expected(op, setting)):
-        return live
+    if knob.is_env:
+        if live is None and op.spec.service(setting.service).role == "router":
+            return await launched_env_value(op, setting.service, knob.name)
+        return Reported(True, live)
+    if same_value(live, _expected(op, setting)):
+        return Reported(True, live)
     reported = (await engine_arguments(op, setting.service, [knob]))[knob.name]
-    return reported.value if reported.known else live
+    return Reported(True, reported.value if reported.known else live)
+
+
+def _value_wrong(service: str, knob: str, read: Reported) -> str:
+    """Why one of an arm's settings is not proved live (the error's words; ops may not import
+    report/): its value not read back (a router that writes over its environment, started with
+    no copy of its env file kept), or another value (a secret-looking knob's masked)."""
+    if not read.known:
+        return (f"{service}: {knob} not read back (the router writes over its environment, and "
+                "servelab kept no copy of the env file it was launched with)")  # fmt: skip
+    value = "unset" if read.value is None else repr(mask(knob, read.value))
+    where = " (in the env file it was launched with)" if read.where else ""
+    return f"{service}: live value {value}{where}"
 
 
 def _hidden_by_process(check: Check, read_back: set[tuple[str, str]]) -> bool:

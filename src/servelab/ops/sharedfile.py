@@ -12,13 +12,14 @@ from servelab.core.deploy.topology import file_identity, file_sharers
 from servelab.core.knob import Knob
 from servelab.core.knobs.places import LiveSource
 from servelab.core.knobs.serverinfo import Reported
-from servelab.errors import HostError
-from servelab.io.hosts.discovery import read_live_unless_blank
-from servelab.ops.arguments import engine_arguments, live_argument
+from servelab.errors import HostError, KnobError
+from servelab.io.hosts.discovery import find_process, read_live_unless_blank
+from servelab.io.hosts.envfiles import read_env_file
+from servelab.ops.arguments import ENV_AT_LAUNCH, engine_arguments, launch_copy, live_argument
 from servelab.ops.context import Operation
 from servelab.ops.fileids import file_identities
 
-__all__ = ["env_blank", "file_readers", "read_back"]
+__all__ = ["env_at_launch", "env_blank", "file_readers", "launched_env_value", "read_back"]
 
 
 async def file_readers(op: Operation, service: str, path: str, place: str) -> list[str]:
@@ -76,3 +77,33 @@ async def env_blank(op: Operation, service: str, pid: int) -> bool:
         return await read_live_unless_blank(op.host(service), pid, []) is None
     except HostError:  # gone meanwhile: what was read stands
         return False
+
+
+async def env_at_launch(op: Operation, service: str, pid: int) -> dict[str, str] | None:
+    """The environment file ``pid`` was launched with, as servelab copied it then (its pid
+    record's ``env_at_launch``): what a router that wrote over its environment runs with, read
+    from servelab's own record. None: not launched by servelab (or by one that kept no copy),
+    the copy gone, unreadable or not parsing; nothing is then known from it."""
+    copy = launch_copy(op, service, pid, ENV_AT_LAUNCH)
+    if copy is None:
+        return None
+    try:
+        env = await read_env_file(op.host(service), copy)
+    except (HostError, KnobError):
+        return None
+    return None if env is None else env.as_dict()
+
+
+async def launched_env_value(op: Operation, service: str, name: str) -> Reported:
+    """Env knob ``name`` of running router ``service`` not found in its environment: when that
+    environment reads blank (written over), its value in the env file servelab copied when it
+    launched it (:func:`env_at_launch`: what it was started with, ``where`` that key), not read
+    back (``known`` False) without such a copy; else (not running, or an environment that reads)
+    unset, as read."""
+    proc = await find_process(op.loaded, service, op.host(service))
+    if proc.pid is None or not await env_blank(op, service, proc.pid):
+        return Reported(True, None)
+    launched = await env_at_launch(op, service, proc.pid)
+    if launched is None:
+        return Reported(False)
+    return Reported(True, launched.get(name), ENV_AT_LAUNCH)

@@ -288,6 +288,14 @@ def _process(code: CheckCode, data: LiveProcess) -> str:
 
 
 def _knob_live(real: KnobLive) -> str:
+    said = _knob_live_words(real)
+    if not real.launched:
+        return said
+    return (f"{said}; pid {real.pid}, a router, wrote over its environment: its live value is "
+            "the env file servelab copied when it launched it")  # fmt: skip
+
+
+def _knob_live_words(real: KnobLive) -> str:
     data = masked_knob_live(real)
     words = describe_verdict(data.verdict)
     match data.verdict:

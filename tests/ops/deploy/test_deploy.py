@@ -21,8 +21,8 @@ from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.arguments import ENV_AT_LAUNCH
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.rollback import ENV_AT_LAUNCH
 from servelab.report.deploy import render_restart
 from tests.support import free_ports
 from tests.support.processes import listening, live_procs_under

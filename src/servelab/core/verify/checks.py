@@ -258,7 +258,9 @@ class LiveProcess:
 @dataclass(frozen=True)
 class KnobLive:
     """``live.match`` … ``live.differs``: the knob in the env file (``file``) and in the process's
-    environment (``live``), and the verdict of the two."""
+    environment (``live``), and the verdict of the two. ``launched``: the process (a router)
+    wrote over its environment, so ``live`` is the value in the copy of the env file servelab
+    kept when it launched it (its pid record's ``env_at_launch``), which is what it runs with."""
 
     _masked = masked_serializer("knob", "file", "live")
 
@@ -268,6 +270,7 @@ class KnobLive:
     file: str | None
     live: str | None
     verdict: LiveVerdict
+    launched: bool = False
 
 
 @dataclass(frozen=True)

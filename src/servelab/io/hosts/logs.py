@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from servelab.core.printable import printable_lines
 from servelab.core.redaction import redact
 from servelab.errors import HostError
 from servelab.io.hosts.host import NOT_A_REGULAR_FILE, Host
@@ -40,7 +41,10 @@ async def tail(
     (the service's env values) redacted (:func:`~servelab.core.redaction.redact`); "" when
     it cannot be read, :data:`LOG_NOT_READ` when it is not a regular file. Only those last
     bytes are read (:meth:`~servelab.io.hosts.host.Host.read_tail`: a 2 GB log is not). A line
-    cut by the start of the tail is left out: a value it held would show in part."""
+    cut by the start of the tail is left out: a value it held would show in part. Its control
+    characters but line ends and tabs are escaped
+    (:func:`~servelab.core.printable.printable_lines`): an ``ESC`` sequence a hostile log holds
+    never drives the terminal it is quoted to."""
     try:
         data = await host.read_tail(path, max_bytes + 1)
     except HostError as exc:
@@ -48,4 +52,4 @@ async def tail(
     text = data[-max_bytes:].decode("utf-8", "replace")
     if len(data) > max_bytes:
         text = text.partition("\n")[2]
-    return redact(text, secrets)
+    return printable_lines(redact(text, secrets))

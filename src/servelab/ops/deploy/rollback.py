@@ -27,14 +27,11 @@ from servelab.io.hosts.envfiles import (
     save_copy,
 )
 from servelab.io.hosts.processes import PidRecord, is_alive
-from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
+from servelab.ops.arguments import CONFIG_AT_LAUNCH, ENV_AT_LAUNCH, config_path
 from servelab.ops.context import Operation
 from servelab.ops.deploy.ownership import own_record
 
-__all__ = ["ENV_AT_LAUNCH", "files_at_launch", "prepare_rollback"]
-
-#: The pid record's key for the copy of the env file a launch read.
-ENV_AT_LAUNCH = "env_at_launch"
+__all__ = ["files_at_launch", "prepare_rollback"]
 
 
 async def files_at_launch(op: Operation, service: str) -> dict[str, str]:

@@ -6,8 +6,10 @@ but not live: restart needed", "live but not in file: lost on next restart", "di
 env file, the live value against the spec's pin. An argument knob's process value (its
 ``/proc/PID/cmdline``) is read with the engine's report (:mod:`.engine`), in one check. A router
 whose environment reads blank (sglang-router writes its title, ``sglang::router``, over it) has
-each knob "not read back" (``live.not_read_back``, skipped: never "restart needed" from a value
-that cannot be read), as ``knob set`` and the put-back word it.
+each knob read against the copy of the env file servelab kept when it launched the router (its pid
+record's ``env_at_launch``): a value there other than the file's is "restart needed"; the same
+value, or no copy, "not read back" (``live.not_read_back``, skipped: never "restart needed" from a
+value that cannot be read), as ``knob set`` and the put-back word it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from servelab.core.verify.checks import (
 from servelab.core.verify.events import ReadingLiveEnv
 from servelab.errors import ServelabError
 from servelab.io.hosts.discovery import find_process, read_live, read_live_unless_blank
+from servelab.ops.sharedfile import env_at_launch
 from servelab.ops.verify.layers.file import FileState, file_state
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, failed
 
@@ -50,7 +53,7 @@ async def _checks(ctx: ReadContext, state: FileState) -> list[Check]:
     if svc.role == "router":
         read = await read_live_unless_blank(host, pid, names)
         if read is None:  # written over: nothing in it is read back
-            return [_not_read_back(service, name, file_values.get(name), where) for name in names]
+            return await _written_over(ctx, names, file_values, where)
         live = read
     else:
         live = await read_live(host, pid, names)
@@ -63,6 +66,28 @@ async def _checks(ctx: ReadContext, state: FileState) -> list[Check]:
         verdict = live_verdict(file, value)
         data = KnobLive(pid, proc.source, name, file, value, verdict)
         checks.append(Check(service, verdict.ok, _C.of_verdict(verdict), data))
+    return checks
+
+
+async def _written_over(
+    ctx: ReadContext, names: list[str], file_values: dict[str, str], where: LiveProcess
+) -> list[Check]:
+    """A router that wrote over its environment: each knob against the copy of the env file
+    servelab kept when it launched the router (what it runs with): one that differs from the
+    file is "restart needed"; one the same, or with no copy, "not read back"."""
+    assert where.pid is not None
+    launched = await env_at_launch(ctx.op, ctx.name, where.pid)
+    checks = []
+    for name in names:
+        file = file_values.get(name)
+        verdict = None if launched is None else live_verdict(file, launched.get(name))
+        if verdict is None or verdict.ok:
+            checks.append(_not_read_back(ctx.name, name, file, where))
+            continue
+        assert launched is not None
+        data = KnobLive(where.pid, where.pid_source, name, file, launched.get(name), verdict,
+                        launched=True)  # fmt: skip
+        checks.append(Check(ctx.name, False, _C.of_verdict(verdict), data))
     return checks
 
 

@@ -1,0 +1,92 @@
+"""A router's env knob is read from the copy of its env file servelab kept when it launched it
+(its pid record's ``env_at_launch``) when its environment reads blank (the twenty-fifth pass,
+issue 38): ``knob set router RUST_LOG=debug`` then ``verify`` said "not read back … verify PASS"
+though servelab's own record showed the router runs ``info``; ``ab --knob router:RUST_LOG=…``
+ended "live value None". Real processes: the simulated workers, the real sglang-router 0.3.2."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.generic import servelab_in
+from tests.support.processes import live_procs_under
+from tests.support.specs import PdPorts, write_pd_spec
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Path]:
+    spec = write_pd_spec(tmp_path, ports=PdPorts.free(proxy=False))
+    text = spec.read_text()
+    router = 'depends_on = ["prefill", "decode"]\n'
+    assert router in text
+    spec.write_text(text.replace(router, 'knobs = ["RUST_LOG"]\n' + router))
+    (tmp_path / "env" / "router.env").write_text("RUST_LOG=info\n")
+    code, _, err = servelab_in(tmp_path, "up")
+    assert code == 0, err
+    try:
+        yield tmp_path
+    finally:
+        servelab_in(tmp_path, "down")
+    assert live_procs_under(tmp_path) == []
+
+
+def _rust_log(root: Path) -> tuple[int, dict[str, object]]:
+    code, out, err = servelab_in(root, "verify", "--json")
+    checks = [c for c in json.loads(out)["checks"]
+              if c["service"] == "router" and c["code"].startswith("live.")
+              and c.get("knob") == "RUST_LOG"]  # fmt: skip
+    assert len(checks) == 1, out + err
+    return code, checks[0]
+
+
+def test_verify_fails_a_router_knob_its_launch_copy_shows_not_live(root: Path) -> None:
+    pid = json.loads((root / "state" / "run" / "router.json").read_text())["pid"]
+    assert Path(f"/proc/{pid}/environ").read_bytes().strip(b"\0") == b""  # written over
+    code, out, err = servelab_in(root, "knob", "set", "router", "RUST_LOG=debug")
+    assert code == 0, out + err
+    code, check = _rust_log(root)
+    assert code != 0 and check["result"] == "fail", check
+    assert check["code"] == "live.differs" and check["live"] == "info", check
+    detail = str(check["detail"])
+    assert "differs: file debug, live info (restart needed)" in detail, detail
+    assert "launched" in detail, detail
+    code, out, _ = servelab_in(root, "verify")
+    assert code != 0 and "verify PASS" not in out and "not read back" not in out, out
+    # the file back at the launch copy's value: it cannot be proved live, nothing says it is not
+    code, out, err = servelab_in(root, "knob", "set", "router", "RUST_LOG=info")
+    assert code == 0, out + err
+    code, check = _rust_log(root)
+    assert code == 0 and check["code"] == "live.not_read_back", check
+    assert check["result"] == "skip", check
+
+
+def test_ab_on_a_router_env_knob_proves_each_arm_from_its_launch_copy(root: Path) -> None:
+    code, out, err = servelab_in(root, "ab", "--knob", "router:RUST_LOG=info,debug",
+                                 "--concurrency", "4", "--requests", "8")  # fmt: skip
+    assert "None" not in out + err, out + err
+    assert "is not live" not in out + err, out + err
+    assert code == 0, out + err
+
+
+def test_a_launch_copy_that_cannot_be_read_leaves_the_knob_not_read_back(root: Path) -> None:
+    """A copy replaced by a FIFO (never waited on), a UTF-16 file (refused), binary bytes, or
+    removed: nothing is known from it, the knob is "not read back" as before, never an error."""
+    record = json.loads((root / "state" / "run" / "router.json").read_text())
+    copy = Path(record["extra"]["env_at_launch"])
+    assert copy.read_text() == "RUST_LOG=info\n"
+    hostile = {
+        "fifo": lambda: os.mkfifo(copy),
+        "utf-16": lambda: copy.write_bytes("RUST_LOG=debug\n".encode("utf-16")),
+        "binary": lambda: copy.write_bytes(b"\x00\xff\x1b[31m" * 1000),
+        "gone": lambda: None,
+    }
+    for kind, make in hostile.items():
+        copy.unlink()
+        make()
+        code, check = _rust_log(root)
+        assert code == 0 and check["code"] == "live.not_read_back", (kind, check)
