@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.generic import servelab_in
-from tests.support.processes import live_procs_under
+from tests.support.generic import servelab_in, up_in
 from tests.support.specs import PdPorts, write_pd_spec
 
 
@@ -26,13 +25,8 @@ def root(tmp_path: Path) -> Iterator[Path]:
     assert router in text
     spec.write_text(text.replace(router, 'knobs = ["RUST_LOG"]\n' + router))
     (tmp_path / "env" / "router.env").write_text("RUST_LOG=info\n")
-    code, _, err = servelab_in(tmp_path, "up")
-    assert code == 0, err
-    try:
+    with up_in(tmp_path):
         yield tmp_path
-    finally:
-        servelab_in(tmp_path, "down")
-    assert live_procs_under(tmp_path) == []
 
 
 def _rust_log(root: Path) -> tuple[int, dict[str, object]]:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.generic import servelab_in
-from tests.support.processes import live_procs_under
+from tests.support.generic import servelab_in, up_in
 from tests.support.specs import PdPorts, write_pd_spec
 
 
@@ -22,13 +21,8 @@ from tests.support.specs import PdPorts, write_pd_spec
 def root(tmp_path: Path) -> Iterator[Path]:
     write_pd_spec(tmp_path, ports=PdPorts.free(proxy=False))
     (tmp_path / "env" / "router.env").write_text("SERVELAB_SIM_TIME_SCALE=0.25\n")
-    code, _, err = servelab_in(tmp_path, "up")
-    assert code == 0, err
-    try:
+    with up_in(tmp_path):
         yield tmp_path
-    finally:
-        servelab_in(tmp_path, "down")
-    assert live_procs_under(tmp_path) == []
 
 
 def test_restart_router_says_not_read_back_and_passes(root: Path) -> None:

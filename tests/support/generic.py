@@ -4,14 +4,19 @@ beside them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support import run_cli
+from tests.support.processes import live_procs_under
 
-__all__ = ["HTTP_SERVER", "generic_service", "servelab_in", "servelab_process", "text_or_empty"]
+__all__ = [
+    "HTTP_SERVER", "generic_service", "servelab_in", "servelab_process", "text_or_empty", "up_in",
+]  # fmt: skip
 
 #: A service's start command: a real HTTP server on ``{port}``, exec'd so its pid is the service's.
 HTTP_SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
@@ -47,3 +52,16 @@ def text_or_empty(path: Path) -> str:
         return path.read_text()
     except FileNotFoundError:
         return ""
+
+
+@contextlib.contextmanager
+def up_in(root: Path) -> Iterator[Path]:
+    """``servelab up`` in ``root`` (its ``servelab.toml``), ``root`` while it runs, then ``servelab
+    down`` and no process left under ``root``."""
+    code, _, err = servelab_in(root, "up")
+    assert code == 0, err
+    try:
+        yield root
+    finally:
+        servelab_in(root, "down")
+    assert live_procs_under(root) == []
