@@ -103,8 +103,10 @@ def test_whole_numbers_in_other_scripts_are_usage_errors_naming_the_option(
 
 def test_whole_keeps_ascii_numbers_and_its_bounds() -> None:
     assert Whole().convert("-7", None, None) == -7 and Whole(1).convert("12", None, None) == 12
-    for text in ("\u0663", "1\u00b2", "\uff11"):
-        with pytest.raises(click.BadParameter, match="ASCII digits"):
+    for text in ("\u0663", "1\u00b2", "\uff11", "1_000"):
+        with pytest.raises(click.BadParameter, match="plain ASCII digits"):
             Whole().convert(text, None, None)
+    with pytest.raises(click.BadParameter, match="plain ASCII digits"):
+        Finite().convert("1_0.5", None, None)  # float reads digit groups too
     with pytest.raises(click.BadParameter):
         Whole(1, 50).convert("51", None, None)

@@ -77,6 +77,7 @@ from servelab.core.load.lengths import longest, over_context, over_run
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
+from servelab.core.urls import authorized_twice
 from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
@@ -92,6 +93,7 @@ from servelab.ops.deploy.upcheck import refuse_not_serving
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
+from servelab.report.text import AUTHORIZED_TWICE
 
 __all__ = [
     "Exporter",
@@ -312,6 +314,8 @@ def bench_command(
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
+    if authorized_twice(url, headers):
+        raise OptionError(AUTHORIZED_TWICE)  # before the model list: aiohttp refuses the pair
     path = proxy.route(url)
     if output.export is not None:
         _check_export(output.export, force, capacity=find_capacity)

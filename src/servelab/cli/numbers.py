@@ -8,7 +8,8 @@ gets its maximum too (``core/options.MAX_SECONDS``, a day; ``MAX_RUN_SECONDS``, 
 run's whole duration): ``soak --think-time 1e308`` is refused, not slept.
 
 click's ``int`` and ``IntRange`` read the digits of every script (``--rounds ٣`` ran 3 rounds,
-``case show ౧`` showed case 1): :class:`Whole` takes ASCII digits only, as a script or a
+``case show ౧`` showed case 1) and Python's digit groups (``1_000``): :class:`Whole` takes plain
+ASCII digits only, as a script or a
 shell's arithmetic writes them, and refuses the rest as a usage error naming the option.
 """
 
@@ -19,6 +20,8 @@ from typing import Any
 
 import click
 
+from servelab.core.whole import plain_digits
+
 __all__ = ["Finite", "Whole"]
 
 
@@ -28,8 +31,8 @@ class Finite(click.FloatRange):
     name = "float"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value.isascii():  # ``١.٥``: float reads any digits
-            self.fail(f"{value!r} is not a number written in ASCII digits.", param, ctx)
+        if isinstance(value, str) and not plain_digits(value):  # ``١.٥``, ``1_0``
+            self.fail(f"{value!r} is not a number written in plain ASCII digits.", param, ctx)
         number = click.FLOAT.convert(value, param, ctx)  # first: nan passes every bound
         if isinstance(number, float) and not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
@@ -53,8 +56,8 @@ class Whole(click.IntRange):
             self.name = "integer"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value.isascii():  # ``٣``: int reads any digits
-            self.fail(f"{value!r} is not a whole number written in ASCII digits.", param, ctx)
+        if isinstance(value, str) and not plain_digits(value):  # ``٣``, ``1_000``
+            self.fail(f"{value!r} is not a whole number written in plain ASCII digits.", param, ctx)
         return super().convert(value, param, ctx)
 
     def _describe_range(self) -> str:

@@ -50,7 +50,8 @@ from servelab.core.load.slo import SLO
 from servelab.core.options import MAX_RUN_SECONDS, MAX_SECONDS
 from servelab.core.soak.fresh import FreshContext, parse_fresh_context
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
-from servelab.errors import CaseError
+from servelab.core.urls import authorized_twice
+from servelab.errors import CaseError, OptionError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
@@ -59,6 +60,7 @@ from servelab.ops.soak import soak as ops
 from servelab.ops.telemetry.tracing import TraceCollector, trace_collector
 from servelab.ops.verify.answers import answers_owner
 from servelab.report.soak import soak as report
+from servelab.report.text import AUTHORIZED_TWICE
 
 __all__ = [
     "SOAK_IDLE_TIMEOUT",
@@ -240,6 +242,8 @@ def soak_command(
     """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
     where = SpecAndLedger(spec_path, ledger_path)
     targets, state_dir, loaded = targets_from(where, target.url, router_url)
+    if target.url is not None and authorized_twice(target.url, headers):
+        raise OptionError(AUTHORIZED_TWICE)
     if router_metrics_url:
         targets = replace(targets, metrics_url=router_metrics_url.rstrip("/"))
     targets = _routed(targets, proxy)

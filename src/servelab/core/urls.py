@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from servelab.core.redaction import REDACTED, redact, redact_url
 from servelab.errors import OptionError, UrlError
@@ -28,6 +30,7 @@ __all__ = [
     "SCHEMES",
     "URL_FORM",
     "HttpUrl",
+    "authorized_twice",
     "parse_http_url",
     "parse_url",
     "shown_url",
@@ -177,3 +180,11 @@ def parse_url(text: str) -> str:
     except UrlError as exc:
         raise OptionError(str(exc)) from None
     return text
+
+
+def authorized_twice(url: str, headers: Iterable[tuple[str, str]]) -> bool:
+    """``url`` carries a user's credentials (``user:password@``, or a user alone) and
+    ``headers`` an ``Authorization`` header too: a request carries one Authorization, and
+    which one a client sends is not the user's to guess (aiohttp refuses the pair)."""
+    netloc = urlsplit(url).netloc
+    return "@" in netloc and any(name.strip().lower() == "authorization" for name, _ in headers)

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from servelab.errors import OptionError
 
-__all__ = ["ascii_float", "ascii_int", "comma_count", "comma_items", "echoed", "parse_whole"]
+__all__ = [
+    "ascii_float",
+    "ascii_int",
+    "comma_count",
+    "comma_items",
+    "echoed",
+    "parse_whole",
+    "plain_digits",
+]
 
 
 def echoed(text: str) -> str:
@@ -17,18 +25,26 @@ def echoed(text: str) -> str:
     return repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
 
 
+def plain_digits(text: str) -> bool:
+    """``text`` is written as a script or a shell writes a number: ASCII, and no ``_`` (Python's
+    ``int`` and ``float`` read ``1_000`` as 1000, no other tool does)."""
+    return text.isascii() and "_" not in text
+
+
 def ascii_int(text: str) -> int:
     """``int(text)`` of ASCII text only (ValueError otherwise): ``int`` reads any script's
-    digits, so a full-width ``１`` was taken as 1 and an Arabic-Indic ``٣`` as 3."""
-    if not text.isascii():
+    digits, so a full-width ``１`` was taken as 1 and an Arabic-Indic ``٣`` as 3; and Python's
+    digit groups, ``1_000`` (:func:`plain_digits`)."""
+    if not plain_digits(text):
         raise ValueError(text)
     return int(text)
 
 
 def ascii_float(text: str) -> float:
     """``float(text)`` of ASCII text only (ValueError otherwise): ``float`` reads any script's
-    digits too (``--rate ٣`` ran at 3 requests a second, a full-width ``１.５`` was 1.5)."""
-    if not text.isascii():
+    digits too (``--rate ٣`` ran at 3 requests a second, a full-width ``１.５`` was 1.5), and
+    digit groups (:func:`plain_digits`)."""
+    if not plain_digits(text):
         raise ValueError(text)
     return float(text)
 

@@ -288,7 +288,9 @@ def capacity_markdown(result: CapacityResult) -> str:
     """The probes' table and the conclusion in markdown."""
     lines = ["| " + " | ".join(_HEAD) + " |", "|---:|---:|---:|---|---:|"]
     lines += ["| " + " | ".join(row) + " |" for row in _probe_rows(result)]
-    last = result.runs[-1].slo if result.runs else None
+    # one run a probe, in order; a run cut by a stop (after the last probe) is no probe's
+    done = len(result.capacity.probes)
+    last = result.runs[done - 1].slo if 0 < done <= len(result.runs) else None
     tail = [] if last is None else ["", f"Last probe: {attainment_text(last)}."]
     words = conclusion_of(result, first_error(result))
     return "\n".join([*lines, "", words + ".", *tail]) + "\n"

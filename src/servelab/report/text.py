@@ -16,6 +16,7 @@ from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.redaction import stored_url
 
 __all__ = [
+    "AUTHORIZED_TWICE",
     "arm_value",
     "code_spans",
     "level_label",
@@ -27,6 +28,12 @@ __all__ = [
     "show_value",
     "url_text",
 ]
+
+#: Why ``--url`` with credentials and ``--header Authorization:…`` together are refused.
+AUTHORIZED_TWICE = (
+    "--url carries credentials (user:***@) and --header gives an Authorization header too: a "
+    "request carries one Authorization; give the credentials one way"
+)
 
 
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 from aiohttp import web
@@ -22,6 +23,7 @@ from servelab.report.capacity import (
     conclusion_of,
     first_error,
 )
+from servelab.report.slo import attainment_text
 
 #: A gap: 8 ms, and 2 ms per stream in flight: wide enough that a loaded machine's few
 #: milliseconds of loop lag do not move the capacity the SLO below allows.
@@ -143,6 +145,21 @@ async def test_a_search_whose_requests_fail_stops_with_no_verdict_and_a_clean_fi
     assert "sk-live" not in words and "\\u001b" not in words
     assert json.loads(words)["first_error"] == error
     assert "first error: http 500" in conclusion(cap, error)
+
+
+async def test_the_markdown_s_last_probe_is_a_probe_s_never_a_cut_run(growing: str) -> None:
+    """26th pass M1: a search stopped during its first probe wrote "interrupted before any probe
+    completed" and then "Last probe: 0.0% of 1 requests met every objective: SLO missed" (the
+    cut run's, no probe's). The line is the last probe's run, or absent with no probe."""
+    config = _config(growing, "tpot_p50=21ms", concurrencies=(1, 16))
+    found = await asyncio.wait_for(find_capacity(config), 120)
+    assert len(found.capacity.probes) >= 2 and len(found.runs) == len(found.capacity.probes)
+    first = found.runs[0].slo
+    assert first is not None
+    cut = replace(found, capacity=replace(found.capacity, probes=found.capacity.probes[:1]))
+    assert f"Last probe: {attainment_text(first)}." in capacity_markdown(cut)
+    none = replace(found, capacity=replace(found.capacity, probes=()))
+    assert "Last probe" not in capacity_markdown(none)
 
 
 async def test_a_search_stopped_before_its_first_probe_says_no_probe_completed(

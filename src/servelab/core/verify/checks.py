@@ -270,7 +270,9 @@ class KnobLive:
     file: str | None
     live: str | None
     verdict: LiveVerdict
-    launched: bool = False
+    #: True: read from the launch copy; None (left out of the row: every stored row before it
+    #: had no such key): from the process's environment
+    launched: Omitted[bool] = None
 
 
 @dataclass(frozen=True)
