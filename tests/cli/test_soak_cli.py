@@ -16,6 +16,7 @@ import pytest
 
 from servelab.core.case.record import CaseEvidence, CaseRecord
 from servelab.core.soak.record import SoakRunRecord
+from servelab.core.soak.result import SoakConfig
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from tests.support import REPO, run_cli
@@ -25,6 +26,8 @@ from tests.support.stack import SimStack, sim_stack
 
 #: The decode's count of generation requests received (incremented as each one arrives).
 REQUESTS = "sglang:num_requests_total"
+#: A soak's answer probes in each phase (at C1, then under load), by default.
+ANSWER_PROBES = SoakConfig.answer_probes
 
 
 @pytest.fixture(scope="module")
@@ -210,10 +213,12 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
             if ready:
                 seen += proc.stderr.readline()
         assert "soak:" in seen, seen
-        # a round is done once the decode has seen a fifth request: the C1 reference probe, the
-        # first round of each of the 2 sessions and the probe under load make four; a fifth is a
-        # session's second round, sent only after its first one finished
-        while metric(stack.decode_url, REQUESTS) < before + 5:
+        # a round is done once the decode has finished a ninth request: the 3 answer probes at
+        # C1, the 3 under load and the first round of each of the 2 sessions make eight (the
+        # decode counts a request once it finished); a ninth is a session's second round, sent
+        # only after its first one finished (a fifth, as this said before the probes were 3,
+        # was reached by the probes alone on a busy machine: "rounds_done 0")
+        while metric(stack.decode_url, REQUESTS) < before + 2 * ANSWER_PROBES + 2 + 1:
             assert time.monotonic() < deadline and proc.poll() is None, "no round finished"
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGINT)
