@@ -165,6 +165,13 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
     tmp_path: Path,
 ) -> None:
     spec_path, _ports = write_2p2d_spec(tmp_path)
+    # round robin, as the streams below need (two on each decode): the example's env file sets
+    # cache_aware last, under which four like prompts may all go to decode-2 ("decode-1 never
+    # ran a request", once, beside a whole suite)
+    router_env = tmp_path / "env" / "router-2p2d.env"
+    text = router_env.read_text()
+    assert "--policy cache_aware" in text
+    router_env.write_text(text.replace("--policy cache_aware", "--policy round_robin"))
     loaded = load_spec(spec_path)
 
     async def scenario() -> tuple[RollingReport, RollingReport, list[str], list[RequestRecord]]:
