@@ -12,9 +12,11 @@ and in ``--json``'s ``down``/``recovery`` (without the net: exit 130, nothing na
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,10 +28,15 @@ from urllib.parse import urlsplit
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.core.deploy.putback import KnobBack
 from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.context import Operation
+from servelab.ops.deploy.putback import as_found, left_as_is, watching_put_backs
+from servelab.ops.knob import get_knob, set_knob
 from tests.support import free_ports, run_cli
 from tests.support.deployed import deployed
 from tests.support.putbacks import FOUND, TARGET, answers, suspect_case
+from tests.support.putbacks import as_found as as_found_on_stack
 from tests.support.specs import PdPorts, write_pd_spec
 
 LOAD = ("--concurrency", "2", "--requests", "8", "--warmup", "1", "--output-len", "8",
@@ -152,3 +159,105 @@ def test_a_stop_where_no_put_back_runs_names_the_router_down_and_the_command(
     finally:
         assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
     assert answers(stack, "router")
+
+
+def _held_at_an_arm(stack: LoadedSpec, proc: subprocess.Popen[bytes]) -> str:
+    """Once the decode's knob file holds an arm's value, ``proc`` held still (SIGSTOP); the
+    value."""
+    deadline = time.monotonic() + 120
+    while (value := asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB))) == FOUND:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            out, err = proc.communicate(timeout=60)
+            pytest.fail(f"no arm's value written: {out!r} {err!r}")
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGSTOP)
+    assert value is not None
+    return value
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT, signal.SIGTERM), (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)],
+    ids=["second-taken-by-the-put-back", "third-stops-at-once"],
+)
+def test_a_second_signal_before_the_put_back_started_names_the_knob_left_at_an_arms_value(
+    stack: LoadedSpec, tmp_path: Path, signals: tuple[signal.Signals, ...]
+) -> None:
+    """Signals at one instant (delivered together once the held ``ab`` goes on, lowest number
+    first) after an arm's value was written: the first cancels the A/B, the second is given to
+    the put-back before it starts, which then only reads what is left and says it; a third stops
+    at once, and the stop net reads what the put-back never ran left (the 27th hostile pass:
+    the file left at the arm's value, only the router named down, or "interrupted" alone)."""
+    argv = [*_argv(stack, tmp_path / "ledger.db", "ab"), "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    try:
+        arm = _held_at_an_arm(stack, proc)
+        for sig in signals:
+            os.kill(proc.pid, sig)
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    said = " ".join(err.decode().split())
+    try:
+        assert proc.returncode in {128 + sig for sig in signals}, said
+        assert "Traceback" not in said, said
+        assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == arm  # nothing put back
+        fix = f"servelab knob set -f {stack.source} decode {DEFAULT_KNOB}={FOUND}"
+        assert "the deployment is NOT as this command found it" in said, said
+        assert (f"decode {DEFAULT_KNOB} is not back at {FOUND} in its file; put it back with: "
+                f"{fix}") in said, said  # fmt: skip
+        doc = json.loads(out)
+        put = doc["put_back"]
+        assert put["not_written"] == [{"service": "decode", "knob": DEFAULT_KNOB,
+                                       "value": FOUND}], put  # fmt: skip
+        assert put["fixes"] == [fix], put
+        assert put["written"] == [] and put["interrupted"] is True, put
+        recovery = doc["recovery"]  # a restart when the decode runs the arm's value, or is down
+        if recovery is not None:
+            assert recovery.startswith(f"servelab restart -f {stack.source}"), recovery
+            assert recovery in said, said
+        for line in [fix] + ([recovery] if recovery else []):  # what it says fixes it does
+            words = shlex.split(line)
+            assert run_cli(*words[1:], timeout=300).returncode == 0, line
+        as_found_on_stack(stack)
+    finally:
+        assert run_cli("knob", "set", "-f", stack.source, "decode",
+                       f"{DEFAULT_KNOB}={FOUND}").returncode == 0  # fmt: skip
+        assert run_cli("restart", "-f", stack.source, "decode", timeout=300).returncode == 0
+
+
+def test_a_put_back_block_a_stop_cut_is_left_listed_and_read_as_it_is(stack: LoadedSpec) -> None:
+    """The stop net's other half, in process on the real stack: a block left by a
+    ``KeyboardInterrupt`` (a signal raised inside the command's task) stays listed, an ended one
+    does not; what the listed one left is read from the file and the process: the knob not back,
+    with its ``knob set``, and no restart (the decode still runs the value found)."""
+    knob = KnobBack("decode", DEFAULT_KNOB, FOUND)
+
+    async def cut(stop: bool) -> None:
+        async with Operation(stack) as op, as_found(op, [knob]):
+            if stop:
+                raise KeyboardInterrupt
+
+    asyncio.run(set_knob(stack, "decode", DEFAULT_KNOB, "256", reason="test: an arm's value"))
+    try:
+        with watching_put_backs() as opened:
+            asyncio.run(cut(stop=False))
+            assert opened == []
+            with pytest.raises(KeyboardInterrupt):
+                asyncio.run(cut(stop=True))
+            assert [entry.found for entry in opened] == [(knob,)]
+            put = asyncio.run(left_as_is(list(opened)))
+        assert put is not None and not put.ok
+        assert put.not_written == (knob,) and put.written == ()
+        assert put.fixes == (("servelab", "knob", "set", "-f", stack.source, "decode",
+                              f"{DEFAULT_KNOB}={FOUND}"),)  # fmt: skip
+        assert put.down == () and put.recovery == ()  # nothing to restart: it runs 512
+        assert asyncio.run(left_as_is([])) is None
+    finally:
+        asyncio.run(set_knob(stack, "decode", DEFAULT_KNOB, FOUND, reason="test: put back"))
+    as_found_on_stack(stack)

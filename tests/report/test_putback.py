@@ -46,6 +46,23 @@ def test_what_is_not_as_found_is_named_with_the_command_that_fixes_it() -> None:
     assert doc["fixes"] == ["servelab knob set -f s.toml decode --unset --disable-radix-cache"]
 
 
+def test_a_knob_not_written_back_is_followed_by_the_restart_that_runs_it() -> None:
+    """A file left at an arm's value whose service runs it: the ``knob set`` first, then the
+    restart (never the restart alone, which would apply the arm's value)."""
+    fix = ("servelab", "knob", "set", "-f", "s.toml", "decode", f"{KNOB.knob}=512")
+    restart = ("servelab", "restart", "-f", "s.toml", "decode")
+    left = PutBack(recovery=restart, not_written=(KNOB,), fixes=(fix,), interrupted=True)
+    lines = render_put_back(left).splitlines()
+    assert lines[1] == (f"  decode {KNOB.knob} is not back at 512 in its file; put it back with: "
+                        f"servelab knob set -f s.toml decode {KNOB.knob}=512")  # fmt: skip
+    assert lines[2] == "  then run the value found with: servelab restart -f s.toml decode"
+    still = StillLive("router", "--policy", "random", "round_robin")
+    other = render_put_back(replace(left, still_live=(still,)))
+    assert other.splitlines()[-1] == "  then put back with: servelab restart -f s.toml decode"
+    assert "router: still running --policy=random (file: round_robin)" in other
+    assert render_put_back(replace(left, recovery=())).count("\n") == 2  # nothing to restart
+
+
 def test_a_failed_put_back_says_why() -> None:
     failed = PutBack(down=("router",), recovery=("servelab", "up"), error="router did not start")
     assert "(putting it back failed: router did not start)" in render_put_back(failed)

@@ -21,7 +21,13 @@ value put back after it failed (:class:`~servelab.ops.deploy.refused.PutBackAfte
 left (a second Ctrl-C before a put-back took the signals over: ``KeyboardInterrupt`` at once, the
 router stopped; or a Ctrl-C before anything changed, a service gone meanwhile), the services are
 read (:func:`servelab.ops.deploy.upcheck.left_down`) and those down are noted with the command
-that brings them back; never a deployment left down and unnamed.
+that brings them back; never a deployment left down and unnamed. A second signal that comes
+after a knob was changed and before its put-back took the signals over is given to the put-back
+(:func:`servelab.ops.deploy.putback.second_signal`: it starts stopped, reads what is left and
+says it: a knob file left at an arm's value, with the ``knob set`` that writes it back and the
+restart that runs it). A third stops at once, the put-back never run: what it would have put
+back is read instead (:func:`servelab.ops.deploy.putback.left_as_is`) and noted as an
+interrupted put-back is.
 """
 
 from __future__ import annotations
@@ -31,12 +37,24 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from servelab.cli.boundary import Left, interruption_noted, note_interruption, run
+from servelab.cli.boundary import (
+    Left,
+    interruption_noted,
+    note_interruption,
+    run,
+    second_signal_to,
+)
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import ServelabError
 from servelab.io.specfile import LoadedSpec
-from servelab.ops.deploy.putback import PutBackInterrupted
+from servelab.ops.deploy.putback import (
+    PutBackInterrupted,
+    Unended,
+    left_as_is,
+    second_signal,
+    watching_put_backs,
+)
 from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.ops.deploy.upcheck import left_down
@@ -86,14 +104,27 @@ def naming_down(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
     """For a command's block: stopped by a signal with nothing noted, the services of
     ``deployment()`` that are down are noted with the command that brings them back (a third
     signal, or a spec that cannot be read: nothing more is said)."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        if not interruption_noted():
-            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
-                report = run(left_down(deployment()))
-                if report is not None:
-                    text = render_left_down(report.down, report.recovery)
-                    note_interruption(Left(text, tuple(report.down), _line(report.recovery),
-                                           "report", encode(report)))  # fmt: skip
-        raise
+    with watching_put_backs() as unended, second_signal_to(lambda: second_signal(unended)):
+        try:
+            yield
+        except KeyboardInterrupt:
+            if not interruption_noted():
+                with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
+                    _note_left(deployment, list(unended))
+            raise
+
+
+def _note_left(deployment: Callable[[], LoadedSpec], unended: list[Unended]) -> None:
+    """Note what the put-backs ``unended`` never ran left, else what is down (nothing: as
+    found)."""
+    put = run(left_as_is(unended))
+    if put is not None:
+        if not put.ok:
+            note_interruption(Left(render_put_back(put), put.down, _line(put.recovery),
+                                   "put_back", encode(put)))  # fmt: skip
+        return
+    report = run(left_down(deployment()))
+    if report is not None:
+        text = render_left_down(report.down, report.recovery)
+        note_interruption(Left(text, tuple(report.down), _line(report.recovery), "report",
+                               encode(report)))  # fmt: skip

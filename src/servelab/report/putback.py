@@ -38,15 +38,16 @@ def _still(still: StillLive) -> str:
 def _left(put: PutBack) -> list[str]:
     """What runs with another value than its file, what is down, and the command that fixes
     both (one clause each)."""
+    then = "then " if put.not_written else ""  # after the knobs' fixes
+    recovery = shlex.join(put.recovery)
     if not put.still_live:
-        if not put.down:
-            return []
-        return [f"down: {', '.join(put.down)}; bring them back with: {shlex.join(put.recovery)}"]
-    return [
-        *(_still(s) for s in put.still_live),
-        *(f"{name}: down" for name in put.down),
-        f"put back with: {shlex.join(put.recovery)}",
-    ]
+        if put.down:
+            return [f"down: {', '.join(put.down)}; bring them back with: {recovery}"]
+        if put.recovery:  # a knob written back is run once its service restarts
+            return [f"then run the value found with: {recovery}"]
+        return []
+    lines = [*(_still(s) for s in put.still_live), *(f"{name}: down" for name in put.down)]
+    return lines + ([f"{then}put back with: {recovery}"] if put.recovery else [])
 
 
 def render_left_down(down: Sequence[str], recovery: Sequence[str]) -> str:

@@ -70,10 +70,12 @@ class PutBack:
     ``down`` and ``still_live`` are read from the processes (never assumed from the step that was
     cut): ``still_live`` the knobs a running service holds at another value than its file, and
     then ``recovery`` is the ``servelab restart -f SPEC SERVICE...`` that applies the files
-    (it also starts what is down). ``failure``: the command's failure that started the put-back,
-    when a stop signal came during it (the put-back went on to its end and the command then
-    stopped as the signal says; None otherwise); ``verified``: after it, every knob was read live
-    at the value found and every service was ready (False: not so, or not read)."""
+    (it also starts what is down), as it is when a knob of ``not_written`` has its service
+    running another value than found (once ``fixes`` wrote it back). ``failure``: the
+    command's failure that started the put-back, when a stop signal came during it (the put-back
+    went on to its end and the command then stopped as the signal says; None otherwise);
+    ``verified``: after it, every knob was read live at the value found and every service was
+    ready (False: not so, or not read)."""
 
     written: tuple[KnobBack, ...] = ()
     restarted: tuple[str, ...] = ()

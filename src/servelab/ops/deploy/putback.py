@@ -31,6 +31,15 @@ is held (the put-back goes on to its end) and the second stops it. With a signal
 command then stops as that signal says: the signal is handed to the handler that was there before
 (the command's own: exit 128 + the signal) and :class:`PutBackInterrupted` is raised, carrying
 what the put-back did and the failure that started it.
+
+A second signal can also come before the put-back has taken the signals over (while the
+cancellation unwinds the step it cut). Each :func:`as_found` block, while open, is listed in the
+command's :func:`watching_put_backs` (the stop net's, :func:`servelab.cli.interrupted.naming_down`,
+which gives that signal to :func:`second_signal`): the signal is taken, and the put-back, when
+it starts, does nothing but read and say what is left, as one a second signal stopped does. A
+third signal stops the command at once; a block whose put-back never ended is still listed
+then, and :func:`left_as_is` reads what it left (knobs not back in their files, services down or
+still running another value) as an interrupted put-back says it.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,6 +60,7 @@ from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.contract import KnobDiff
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import DeployError, ServelabError
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.arguments import argument_knob
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
@@ -61,7 +72,17 @@ from servelab.ops.fileids import file_identities
 from servelab.ops.knob import get_knob, live_knob, not_as_file, set_knob
 from servelab.ops.sharedfile import read_back
 
-__all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back", "still_live"]
+__all__ = [
+    "REASON",
+    "PutBackInterrupted",
+    "Unended",
+    "as_found",
+    "left_as_is",
+    "put_back",
+    "second_signal",
+    "still_live",
+    "watching_put_backs",
+]
 
 #: The reason recorded with each knob written back.
 REASON = "put back as found: the command was stopped by a signal"
@@ -79,17 +100,86 @@ class PutBackInterrupted(asyncio.CancelledError):
         self.put_back = put_back
 
 
+@dataclass(eq=False, slots=True)
+class Unended:
+    """An open :func:`as_found` block: the deployment, the knobs as found, and whether a second
+    signal came before its put-back started (then it only reads what is left)."""
+
+    loaded: LoadedSpec
+    found: tuple[KnobBack, ...]
+    stopped: bool = False
+
+
+#: The command's open :func:`as_found` blocks (None: nobody watches them).
+_OPEN: ContextVar[list[Unended] | None] = ContextVar("servelab_open_put_backs", default=None)
+
+
+@contextlib.contextmanager
+def watching_put_backs() -> Iterator[list[Unended]]:
+    """For the block (around the command's event loop, whose tasks copy this context): every
+    :func:`as_found` block opened is listed in the list yielded until it ends (left, or its
+    put-back done); what is still listed after a stop was never put back."""
+    opened: list[Unended] = []
+    token = _OPEN.set(opened)
+    try:
+        yield opened
+    finally:
+        _OPEN.reset(token)
+
+
+def second_signal(opened: list[Unended]) -> bool:
+    """A second stop signal, before any put-back of ``opened`` took the signals over: taken
+    (True) when a block is open, each put-back to start stopped; else not (False)."""
+    for entry in opened:
+        entry.stopped = True
+    return bool(opened)
+
+
 @contextlib.asynccontextmanager
 async def as_found(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[None]:
     """For the block: cancelled (a stop signal), ``found`` is put back (:func:`put_back`) and
-    :class:`PutBackInterrupted` raised, carrying what was done. Other errors pass untouched."""
+    :class:`PutBackInterrupted` raised, carrying what was done. Other errors pass untouched.
+    Open, the block is listed in :func:`watching_put_backs`' list; a ``KeyboardInterrupt``
+    through it (a second signal before the put-back took the signals over) leaves it there."""
+    opened, entry = _OPEN.get(), Unended(op.loaded, tuple(found))
+    if opened is not None:
+        opened.append(entry)
     try:
         yield
     except PutBackInterrupted:
+        _ended(opened, entry)
         raise  # an inner block put back already
     except asyncio.CancelledError as exc:
-        done = await put_back(op, found, left_down=_left_down(exc))
+        done = await put_back(op, found, left_down=_left_down(exc), stopped=entry.stopped)
+        _ended(opened, entry)
         raise PutBackInterrupted(done) from exc
+    except Exception:
+        _ended(opened, entry)
+        raise
+    _ended(opened, entry)
+
+
+def _ended(opened: list[Unended] | None, entry: Unended) -> None:
+    if opened is not None and entry in opened:
+        opened.remove(entry)
+
+
+async def left_as_is(unended: Sequence[Unended]) -> PutBack | None:
+    """What the put-backs ``unended`` never ran left, read as an interrupted put-back reads it
+    (:meth:`_PutBack._result`): the knobs not back in their files (with the ``knob set`` that
+    writes each back), the services down or still running another value, and the command that
+    fixes them. None when there is nothing to read (no block left open)."""
+    if not unended:
+        return None
+    found: dict[tuple[str, str], KnobBack] = {}
+    for entry in unended:  # the outermost block's value first: the one the command found
+        for knob in entry.found:
+            found.setdefault((knob.service, knob.knob), knob)
+    async with Operation(unended[0].loaded) as op:
+        down = await not_ready(op, start_order(op.spec))
+        job = _PutBack(op, tuple(found.values()), down)
+        job.down = set(down)
+        return await job._result(interrupted=True)
 
 
 def _left_down(exc: BaseException) -> tuple[str, ...]:
@@ -109,12 +199,14 @@ async def put_back(
     left_down: Sequence[str] = (),
     reason: str = REASON,
     failure: str | None = None,
+    stopped: bool = False,
 ) -> PutBack:
     """Put ``found`` back and the services up (see the module docstring), each knob written back
     recorded with ``reason``; what it could not do is in the result. ``failure``: the error that
     started it (None: a stop signal did); then a first signal is held and, once the put-back
-    ended, :class:`PutBackInterrupted` raised (the only thing it raises)."""
-    job = _PutBack(op, tuple(found), left_down, reason=reason)
+    ended, :class:`PutBackInterrupted` raised (the only thing it raises). ``stopped``: a second
+    signal came before it started: nothing is put back, what is left is read and said."""
+    job = _PutBack(op, tuple(found), left_down, reason=reason, stopped=stopped)
     work = asyncio.get_running_loop().create_task(job.run())
     held: list[int] | None = None if failure is None else []
     with _signals_cancel(work, held) as previous:
@@ -178,6 +270,7 @@ class _PutBack:
     found: tuple[KnobBack, ...]
     left_down: Sequence[str]
     reason: str = REASON
+    stopped: bool = False
     written: list[KnobBack] = field(default_factory=list)
     restarted: tuple[str, ...] = ()
     down: set[str] = field(default_factory=set)
@@ -185,6 +278,8 @@ class _PutBack:
     async def run(self) -> PutBack:
         self.down = set(self.left_down)
         self.op = self.op.derive(progress=tolerant(self.op.say))
+        if self.stopped:  # a second signal before it started: what is left, read
+            return await self._result(interrupted=True)
         try:
             await self._write()
             await self._restart()
@@ -257,8 +352,15 @@ class _PutBack:
         unsure = [k for k in self.found if (k.service, k.knob) not in written]
         not_written = tuple([k for k in unsure if not await self._as_found(k)])
         recovery: tuple[str, ...] = ()
-        if still:  # a restart of those services applies their files and starts what is down
-            stale = list(dict.fromkeys([s.service for s in still]))
+        back = {(k.service, k.knob): k for k in not_written}
+        # Restarted: a service running another value than its file, but for a knob that runs
+        # the value found (its fix writes the file back to it), and one whose knob, once written
+        # back, it does not run yet.
+        stale = [s.service for s in still if not self._runs_fix(s, back.get((s.service, s.knob)))]
+        stale += [k.service for k in not_written
+                  if k.service not in down and not await self._runs_found(k)]  # fmt: skip
+        if stale:  # a restart of those services applies their files and starts what is down
+            stale = list(dict.fromkeys(stale))
             plan = restart_plan(self.op.spec, stale, await file_identities(self.op))
             stale += [name for name in down if name not in plan]
             recovery = ("servelab", "restart", *self.op.loaded.spec_args, *stale)
@@ -300,6 +402,17 @@ class _PutBack:
         setting = f"{knob.knob}={knob.value}"
         dashes = ("--",) if knob.knob.startswith("-") else ()
         return (*command, knob.service, *dashes, setting)
+
+    def _runs_fix(self, still: StillLive, knob: KnobBack | None) -> bool:
+        """``still`` is a knob not written back whose service runs the value found."""
+        return knob is not None and still.read and same_value(still.live, self._live(knob))
+
+    async def _runs_found(self, knob: KnobBack) -> bool:
+        """``knob``'s service runs the value found (False: another, or not read)."""
+        with contextlib.suppress(ServelabError):
+            live = await live_knob(self.op, knob.service, knob.knob)
+            return same_value(live, self._live(knob))
+        return False
 
     async def _as_found(self, knob: KnobBack) -> bool:
         with contextlib.suppress(ServelabError):
