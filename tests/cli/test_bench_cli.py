@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -130,6 +131,10 @@ async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:
         )
     assert code == 1
     assert "3 failed (3 connection error)" in err
+    # and what one of them was (issue 38, 34th pass: the count alone said nothing)
+    assert re.search(
+        r"failed: C1: e\.g\. request \d+ \(connection error\): connection closed", err
+    ), err
     assert "C1" in out
 
 

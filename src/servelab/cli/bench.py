@@ -93,6 +93,7 @@ from servelab.ops.deploy.upcheck import refuse_not_serving
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
+from servelab.report.failures import failure_examples
 from servelab.report.text import AUTHORIZED_TWICE
 
 __all__ = [
@@ -226,6 +227,8 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     for label, line in report.notices(result):
         notice(label, line)
     for line in report.failure_lines(result):
+        notice("failed:", line, "bold red")
+    for line in failure_examples(result):
         notice("failed:", line, "bold red")
     if result.interrupted:
         said = f"{interruption(signum)}: partial results shown and saved"

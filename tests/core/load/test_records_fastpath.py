@@ -45,7 +45,7 @@ def _oracle_event(record: RequestRecord, state: dict[str, Any], event: Event) ->
         chunk = None
     if not isinstance(chunk, dict):
         state["broken"] = True
-        record.fail(REASON_MALFORMED, event.data)
+        record.fail(REASON_MALFORMED, "an event whose data is not a JSON object: " + event.data)
         return
     if "error" in chunk or chunk.get("object") == "error":
         state["broken"] = True
@@ -99,10 +99,11 @@ def _oracle(reads: list[tuple[int, bytes]], end_ns: int) -> RequestRecord:
         for event in decoder.feed(data, t_ns):
             _oracle_event(record, state, event)
     for event in decoder.flush(end_ns):
-        if event.complete:
+        if event.complete or event.data == "[DONE]":  # the end marker, its blank line cut
             _oracle_event(record, state, event)
         else:
-            record.fail(REASON_MALFORMED, event.data)
+            cut = "the stream ended inside an event (no blank line after it): "
+            record.fail(REASON_MALFORMED, cut + event.data)
     record.end_ns = end_ns
     if not state["done"]:
         record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")

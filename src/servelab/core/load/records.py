@@ -66,6 +66,18 @@ REASON_INTERRUPTED = FailReason.INTERRUPTED
 REASON_EMPTY = FailReason.EMPTY
 REASON_ABORTED = FailReason.ABORTED
 _DETAIL_MAX = 300
+#: What a malformed stream's detail says before the event's data (the first 300 characters of
+#: the detail are kept, a token in them masked: :func:`_quoted_detail`): what was wrong with it.
+_NOT_A_CHUNK = "an event whose data is not a JSON object: "
+_CUT_EVENT = "the stream ended inside an event (no blank line after it): "
+#: The end marker's data. ``data: [DONE]`` without the blank line after it, at the end of a
+#: body that ended well, is the end marker all the same (not a malformed stream): sglang-router
+#: (0.3.2; its PD ``create_streaming_response``) stops relaying the decode worker's answer at
+#: the read that carries ``data: [DONE]``, so when that read ends right after the marker or its
+#: first newline, the rest (``\n`` or ``\n\n``) never reaches the client. Every token came; the
+#: OpenAI SDK reads such a stream as whole. Only an unterminated event whose data is exactly
+#: ``[DONE]`` is taken so; any other is still malformed.
+_DONE = "[DONE]"
 #: The end of a failure's detail searched for secrets: its first _DETAIL_MAX characters and the
 #: rest of the word there, up to this many more (a token there is searched whole).
 _WORD_TAIL = re.compile(r"\S{0,64}")
@@ -255,7 +267,7 @@ class StreamAccumulator:
     def _on_parsed(self, parsed: object, data: str, t_ns: int) -> None:
         chunk = chunk_of(parsed)
         if chunk is None:
-            self._break(REASON_MALFORMED, data)
+            self._break(REASON_MALFORMED, f"{_NOT_A_CHUNK}{data}")
         elif "error" in chunk or chunk.get("object") == "error":
             self._break(REASON_SERVER_ERROR, data)
         else:
@@ -330,10 +342,10 @@ class StreamAccumulator:
         """End of body at ``t_ns``; ``tail`` is the decoder's ``flush()``. Returns the record."""
         record = self.record
         for event in tail:
-            if event.complete:
+            if event.complete or event.data == _DONE:  # the end marker, its blank line cut
                 self.on_event(event)
             else:
-                record.fail(REASON_MALFORMED, event.data)
+                record.fail(REASON_MALFORMED, f"{_CUT_EVENT}{event.data}")
         record.end_ns = t_ns
         if not self._done:
             record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")
