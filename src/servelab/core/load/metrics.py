@@ -20,6 +20,14 @@ within the limit is at least its percentile, and that share's exact binomial int
 gaps of one request are not quite, so an ``itl`` interval is somewhat narrow). A request meets the
 SLO (goodput) when it succeeded, its TTFT, TPOT and E2E are within their limits, and the share of
 its own gaps within an ``itl`` limit is at least that objective's percentile.
+
+A request cut by the run's end (:data:`CUT_REASONS`: ``--deadline``, a stop) did not fail: it is
+judged as far as it went (censored), never as a miss it was not seen to be. What it measured
+counts (a TTFT that came, the gaps between its tokens); a wait it was cut in counts as a miss only
+when that wait alone already passed the limit (sent, and no first token within a TTFT limit; an
+E2E limit passed; an open gap longer than an ``itl`` limit); anything else about it is unknown
+and left out. It is never good (goodput), and counts among an SLO's requests only when it is a
+known miss.
 """
 
 from __future__ import annotations
@@ -141,7 +149,8 @@ def meets_slo(record: RequestRecord, slo: SLO) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ObjectiveResult:
-    """One objective judged on a run: ``n`` values (a failed request is one, outside),
+    """One objective judged on a run: ``n`` values (a failed request is one, outside; a cut one
+    gives what it measured, and a wait that alone passed the limit),
     ``within`` the limit, the run's percentile of the successful values (``value_ms``, type 7;
     NaN without any), and the share within's Clopper-Pearson interval ``[low, high]``."""
 
@@ -176,7 +185,8 @@ class ObjectiveResult:
 @dataclass(frozen=True, slots=True)
 class SloAttainment:
     """A run (or the pooled runs of a level) against an SLO: each objective, and how many of its
-    ``requests`` were ``good`` (succeeded within every objective: :func:`meets_slo`)."""
+    ``requests`` were ``good`` (succeeded within every objective: :func:`meets_slo`); a request
+    cut by the run's end is among ``requests`` only when it is a known miss."""
 
     slo: SLO
     objectives: tuple[ObjectiveResult, ...]
@@ -212,8 +222,49 @@ def _clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return low, high
 
 
+def _cut(record: RequestRecord) -> bool:
+    """Cut by the run's end (a deadline, a stop), not failed by the server."""
+    return not record.ok and record.error in CUT_REASONS
+
+
+def _censored_ns(record: RequestRecord, objective: Objective) -> list[float]:
+    """A cut request's values of ``objective``'s metric as far as they are known: what it
+    measured, and the wait it was cut in when that alone passes the limit (a known miss)."""
+    end, limit = record.end_ns, objective.limit_ms * 1e6
+    if end is None or not record.sent_ns:  # never sent: nothing known of the server
+        return []
+    waited = float(end - record.scheduled_ns)
+    metric = objective.metric
+    if metric == SloMetric.TTFT:
+        first = ttft_ns(record)
+        if first is not None:
+            return [float(first)]
+        return [waited] if waited > limit else []
+    if metric == SloMetric.E2E:
+        return [waited] if waited > limit else []
+    if metric == SloMetric.ITL:
+        gaps = [float(g) for g in gaps_ns(record)]
+        times = content_event_ns(record)
+        open_gap = float(end - times[-1]) if times else 0.0
+        return gaps + ([open_gap] if open_gap > limit else [])
+    return []  # TPOT: not known before the request ends
+
+
+def _known_miss(record: RequestRecord, slo: SLO) -> bool:
+    """A cut request that already missed one of ``slo``'s objectives."""
+    for objective in slo.objectives:
+        values = _censored_ns(record, objective)
+        within = sum(v <= objective.limit_ms * 1e6 for v in values)
+        if values and not _holds(objective, within, len(values)):
+            return True
+    return False
+
+
 def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveResult:
-    each = [_values_ns(r, objective.metric) if r.ok else None for r in records]
+    each = [
+        _values_ns(r, objective.metric) if r.ok else _censored_ns(r, objective) if _cut(r) else None
+        for r in records
+    ]
     values = sorted(v for got in each if got is not None for v in got)
     failed = sum(got is None for got in each)
     limit = objective.limit_ms * 1e6
@@ -225,13 +276,15 @@ def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveR
 
 
 def slo_attainment(records: Sequence[RequestRecord], slo: SLO) -> SloAttainment:
-    """The measured (not warm-up) ``records`` against ``slo``."""
+    """The measured (not warm-up) ``records`` against ``slo``; a request cut by the run's end
+    judged as far as it went (see the module docstring)."""
     measured = [r for r in records if not r.warmup]
+    counted = [r for r in measured if not _cut(r) or _known_miss(r, slo)]
     return SloAttainment(
         slo,
         tuple(_judge(measured, o) for o in slo.objectives),
-        len(measured),
-        sum(1 for r in measured if meets_slo(r, slo)),
+        len(counted),
+        sum(1 for r in counted if meets_slo(r, slo)),
     )
 
 
