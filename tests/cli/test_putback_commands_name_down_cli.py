@@ -35,6 +35,7 @@ from servelab.ops.deploy.putback import as_found, left_as_is, watching_put_backs
 from servelab.ops.knob import get_knob, set_knob
 from tests.support import free_ports, run_cli
 from tests.support.deployed import deployed
+from tests.support.processes import connected
 from tests.support.putbacks import FOUND, TARGET, answers, suspect_case
 from tests.support.putbacks import as_found as as_found_on_stack
 from tests.support.specs import PdPorts, write_pd_spec
@@ -66,26 +67,6 @@ def _port(stack: LoadedSpec, service: str) -> int:
     return port
 
 
-def _connected(pid: int, port: int) -> bool:
-    """Process ``pid`` holds an open TCP connection to ``port`` (its sockets' inodes found in
-    ``/proc/PID/net/tcp``'s rows whose remote port is ``port``)."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with_link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if with_link.startswith("socket:["):
-                inodes.add(with_link[8:-1])
-        rows = Path(f"/proc/{pid}/net/tcp").read_text("ascii").splitlines()[1:]
-    except OSError:  # ended, or an fd closed while read
-        return False
-    for row in rows:
-        fields = row.split()
-        remote, state, inode = fields[2], fields[3], fields[9]
-        if int(remote.rsplit(":", 1)[1], 16) == port and state == "01" and inode in inodes:
-            return True  # ESTABLISHED, one of its own
-    return False
-
-
 def _router_killed(stack: LoadedSpec) -> None:
     os.killpg(_pgid(stack, "router"), signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -104,7 +85,7 @@ def _stopped_before_any_change(stack: LoadedSpec, argv: list[str]) -> tuple[int,
     try:
         try:
             deadline = time.monotonic() + 120
-            while not _connected(proc.pid, _port(stack, "decode")):
+            while not connected(proc.pid, _port(stack, "decode")):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     out, err = proc.communicate(timeout=60)
                     pytest.fail(f"no request to the decode seen: {out!r} {err!r}")

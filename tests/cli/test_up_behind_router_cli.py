@@ -91,6 +91,9 @@ def test_up_co_restarts_the_router_a_started_decode_sits_behind(
             "decode"
         ], steps
         assert "restarted_behind" not in steps["decode"], steps
+        # the outcome word the table shows, beside the kept "outcome"
+        assert steps["router"]["outcome_said"] == "restarted", steps
+        assert steps["decode"]["outcome_said"] == "ok", steps
     else:
         assert "up: ok" in out
         assert "router: restarting (decode was started behind it)" in err  # its progress line

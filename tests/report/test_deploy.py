@@ -23,7 +23,7 @@ from servelab.core.deploy.steps import (
     UnrecordedStop,
 )
 from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.core.verify.checks import Check, CheckCode, KnobLive, Layer
 from servelab.core.verify.contract import VerifyReport
@@ -129,7 +129,9 @@ def test_a_steps_typed_evidence_is_stored_as_the_dict_it_replaced() -> None:
     for step, old, _detail in _steps():
         doc = encode(step)
         assert json.dumps(doc["evidence"]) == json.dumps(old)
-        assert list(doc) == ["service", "outcome", "pid", "elapsed_s", "evidence"]
+        # the old keys in their order; the derived word the table shows is added after them
+        assert list(doc) == ["service", "outcome", "pid", "elapsed_s", "evidence", "outcome_said"]
+        assert doc["outcome_said"] == doc["outcome"]
 
 
 def test_a_steps_detail_is_worded_from_its_evidence() -> None:
@@ -165,6 +167,8 @@ def test_a_router_up_restarted_behind_a_started_worker_is_a_restart_step() -> No
     ready = Ready(_PROBE, 3, "local:/s/r.log")
     step = Step("router", StepOutcome.OK, 7, 1.0, ready, restarted_behind=("decode",))
     assert encode(step)["restarted_behind"] == ["decode"]
+    assert encode(step)["outcome"] == "ok" and encode(step)["outcome_said"] == "restarted"
+    assert decode(Step, encode(step)) == step  # the word is derived: read back, it is ignored
     assert _step_detail(step) == "decode was started behind it; local:/s/r.log"
     both = Step("router", StepOutcome.OK, 7, 1.0, ready, restarted_behind=("prefill", "decode"))
     assert _step_detail(both) == "prefill, decode were started behind it; local:/s/r.log"
@@ -174,6 +178,7 @@ def test_a_router_up_restarted_behind_a_started_worker_is_a_restart_step() -> No
     text = render_deploy(DeployReport("up", [step]))
     assert "│ router  │ restarted │" in text, text
     failed_text = render_deploy(DeployReport("up", [failed]))
+    assert encode(failed)["outcome_said"] == "failed"
     assert "restarted" not in failed_text and "failed" in failed_text, failed_text
     assert "restarted" not in render_deploy(
         DeployReport("up", [replace(step, restarted_behind=None)])

@@ -70,6 +70,7 @@ from servelab.core.deploy.events import (
     UnitReloaded,
     UpLeftServingDown,
     UpUndone,
+    WasStopping,
 )
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.relaunch import SettingChange
@@ -115,6 +116,8 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (ServiceReady("router", StepOutcome.TIMED_OUT_HEALTHY, 61.0),
      "router: command timed out; service healthy in 61.0s"),
     (ServiceAlreadyUp("decode", 4242, by_servelab=True), "decode: already up (pid 4242)"),
+    (WasStopping("router", 4243),
+     "router: pid 4243 was stopping (it exited while up waited); starting it"),
     (
         ServiceAlreadyUp("decode", 9, by_servelab=True, recorded_again=True),
         "decode: already up (pid 9, started by servelab; its lost pid record written again)",

@@ -19,7 +19,15 @@ from pathlib import Path
 
 from tests.support import free_port
 
-__all__ = ["alive", "children", "http_server", "listening", "live_procs_under", "wait_answering"]
+__all__ = [
+    "alive",
+    "children",
+    "connected",
+    "http_server",
+    "listening",
+    "live_procs_under",
+    "wait_answering",
+]
 
 _DEAD = ("Z", "X")
 
@@ -67,6 +75,26 @@ def children() -> set[int]:
         if int(fields[1]) == me and fields[0] != "Z":
             found.add(int(pid))
     return found
+
+
+def connected(pid: int, port: int) -> bool:
+    """Process ``pid`` holds an open TCP connection to ``port`` (its sockets' inodes found in
+    ``/proc/PID/net/tcp``'s rows whose remote port is ``port``)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with_link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if with_link.startswith("socket:["):
+                inodes.add(with_link[8:-1])
+        rows = Path(f"/proc/{pid}/net/tcp").read_text("ascii").splitlines()[1:]
+    except OSError:  # ended, or an fd closed while read
+        return False
+    for row in rows:
+        fields = row.split()
+        remote, state, inode = fields[2], fields[3], fields[9]
+        if int(remote.rsplit(":", 1)[1], 16) == port and state == "01" and inode in inodes:
+            return True  # ESTABLISHED, one of its own
+    return False
 
 
 def listening(port: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,7 +18,7 @@ import click
 
 from servelab.cli.boundary import EXIT_FAILED, console, error, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
-from servelab.cli.interrupted import noting
+from servelab.cli.interrupted import naming_restart_down, noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
@@ -60,11 +61,17 @@ def _operate(
     action: Callable[[Operation], Awaitable[T]],
     say: Progress | None,
     kind: Hold = Hold.CHANGE,
+    *,
+    names_down: bool = False,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command,
-    holding the deployment's lock as ``kind`` needs."""
+    holding the deployment's lock as ``kind`` needs. ``names_down`` (``restart``): a second stop
+    signal that cut the cleanup short, nothing noted, has what is down read and named with the
+    command that brings it back (:func:`~servelab.cli.interrupted.naming_restart_down`), never
+    "interrupted" alone."""
     loaded = where.deployment()
-    with where.exclusive(wait=wait, kind=kind):
+    named = naming_restart_down(lambda: loaded) if names_down else nullcontext()
+    with where.exclusive(wait=wait, kind=kind), named:
         return run(_with_ledger(where, loaded, action, say))
 
 
@@ -227,6 +234,7 @@ def restart_command(
                 op, list(services) or None, verify_after=not no_verify, rollback=rollback
             ),
             _quiet(as_json),
+            names_down=True,
         )
     except RestartLeftDown as exc:  # --json: the report (error, down, recovery); one line too
         if not as_json:

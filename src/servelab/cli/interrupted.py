@@ -28,6 +28,10 @@ says it: a knob file left at an arm's value, with the ``knob set`` that writes i
 restart that runs it). A third stops at once, the put-back never run: what it would have put
 back is read instead (:func:`servelab.ops.deploy.putback.left_as_is`) and noted as an
 interrupted put-back is.
+
+:func:`naming_restart_down` is ``restart``'s: a second signal that cut its cleanup short (two
+signals ~50 ms apart) left nothing noted; what is down is read the same way and said as an
+interrupted restart says it (``restart interrupted; down: ...; bring them back with: ...``).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from servelab.ops.deploy.upcheck import left_down
 from servelab.report.deploy import render_interruption
 from servelab.report.putback import render_left_down, render_put_back
 
-__all__ = ["naming_down", "noting"]
+__all__ = ["naming_down", "naming_restart_down", "noting"]
 
 T = TypeVar("T")
 
@@ -128,3 +132,21 @@ def _note_left(deployment: Callable[[], LoadedSpec], unended: list[Unended]) -> 
         text = render_left_down(report.down, report.recovery)
         note_interruption(Left(text, tuple(report.down), _line(report.recovery), "report",
                                encode(report)))  # fmt: skip
+
+
+@contextlib.contextmanager
+def naming_restart_down(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
+    """For ``restart``'s block: stopped by a signal with nothing noted (a second signal cut its
+    cleanup short), the services of ``deployment()`` that are down are noted as an interrupted
+    restart's report (a third signal, or a spec that cannot be read: nothing more is said)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not interruption_noted():
+            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
+                report = run(left_down(deployment()))
+                if report is not None:
+                    text, down = render_interruption(report), tuple(report.down)
+                    recovery = _line(report.recovery)
+                    note_interruption(Left(text, down, recovery, "report", encode(report)))
+        raise

@@ -126,14 +126,6 @@ def render_status(statuses: list[ServiceStatus]) -> str:
     return plain_text(table)
 
 
-def _outcome(step: Step) -> str:
-    """The step's outcome as the table says it: a start of ``up``'s that restarted a service
-    serving before (what it depends on started behind it) is ``restarted``, never a plain ok."""
-    if step.restarted_behind and step.outcome is StepOutcome.OK:
-        return "restarted"
-    return str(step.outcome)
-
-
 def _step_detail(step: Step) -> str:
     """The step's detail; a restart behind started services names them first."""
     said = _said_detail(step)
@@ -217,7 +209,7 @@ def _steps_table(title: str, steps: list[Step]) -> Table:
     for step in steps:
         pid = "-" if step.pid is None else str(step.pid)
         seconds = f"{step.elapsed_s:.1f}"
-        table.add_row(step.service, _outcome(step), pid, seconds, _step_detail(step))
+        table.add_row(step.service, step.outcome_said, pid, seconds, _step_detail(step))
     return table
 
 

@@ -67,6 +67,7 @@ from servelab.core.deploy.events import (
     UnitReloaded,
     UpLeftServingDown,
     UpUndone,
+    WasStopping,
 )
 from servelab.core.knobs.events import KnobSetting, KnobVerifiedLive
 from servelab.core.progress import ProgressEvent
@@ -110,7 +111,7 @@ def describe_progress(event: ProgressEvent) -> str:
             | ServiceAlreadyUp() | KnobNotAsFile() | ServiceStopped() | StopFailed()
             | ServiceFailed() | UpUndone() | RestartPlanned() | EnvFileRestored() | UnitReloaded()
             | RollingPlanned() | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
-            | RouterNotAsSpec() | RestartingBehind() | UpLeftServingDown()
+            | RouterNotAsSpec() | RestartingBehind() | UpLeftServingDown() | WasStopping()
         ):  # fmt: skip
             return _deploy(event)
         case ReadingEnvFile(service=service):
@@ -174,7 +175,7 @@ def _deploy(
     | ServiceAlreadyUp | KnobNotAsFile | ServiceStopped | StopFailed | ServiceFailed | UpUndone
     | RestartPlanned | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted
     | RollPhaseFailed | OtherDeploymentsRecord | RouterNotAsSpec | RestartingBehind
-    | UpLeftServingDown,
+    | UpLeftServingDown | WasStopping,
 ) -> str:  # fmt: skip
     match event:
         case ServiceStarted(service=service, pid=pid, host=host, log=log):
@@ -198,6 +199,8 @@ def _deploy(
             return f"{service}: {untold_words(pid, missing)}"
         case ServiceAlreadyUp(service=service, pid=pid):
             return f"{service}: already up (pid {pid}, not started by servelab)"
+        case WasStopping(service=service, pid=pid):
+            return f"{service}: pid {pid} was stopping (it exited while up waited); starting it"
         case KnobNotAsFile(service=service, knob=knob, live=live, file=file, fix=fix):
             runs, says = (_unset(mask(knob, v)) for v in (live, file))
             return (f"warning: {service} runs {knob}={runs}, its file says {says}; apply the "

@@ -38,6 +38,7 @@ __all__ = [
     "UnitReloaded",
     "UpLeftServingDown",
     "UpUndone",
+    "WasStopping",
 ]
 
 
@@ -106,6 +107,15 @@ class ServiceAlreadyUp:
     recorded_again: bool = False
     #: a router this deployment did not start whose deployment cannot be told (``up``)
     untold: RouterUntold | None = None
+
+
+@dataclass(frozen=True)
+class WasStopping:
+    """A service's recorded process (``pid``), alive when ``up`` came to it, exited while its
+    readiness was waited for: it was stopping (a signal's), so ``up`` starts the service anew."""
+
+    service: str
+    pid: int
 
 
 @dataclass(frozen=True)
@@ -246,6 +256,7 @@ DeployProgress = (
     | LaunchTimedOut
     | ServiceReady
     | ServiceAlreadyUp
+    | WasStopping
     | KnobNotAsFile
     | RouterNotAsSpec
     | OtherDeploymentsRecord

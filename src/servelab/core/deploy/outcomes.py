@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["StepOutcome"]
+__all__ = ["RESTARTED", "StepOutcome"]
+
+#: A step of ``up``'s that ended ok but restarted a service serving before (a router behind the
+#: worker ``up`` started): the word the table and ``--json``'s ``outcome_said`` give it.
+RESTARTED = "restarted"
 
 
 class StepOutcome(StrEnum):

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import PlainSerializer
+from pydantic import PlainSerializer, computed_field
 
-from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.outcomes import RESTARTED, StepOutcome
 from servelab.core.deploy.probe import ProbeResult
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
@@ -160,7 +160,8 @@ class Step:
     """What happened to one service: outcome, pid, time taken, and the evidence (its JSON is
     the codec's: ``{"service", "outcome", "pid", "elapsed_s", "evidence"}``, and
     ``"restarted_behind"`` when ``up`` restarted it: stopped and started again, serving before,
-    because the services it names were started behind it)."""
+    because the services it names were started behind it; ``"outcome_said"``, derived, is the
+    outcome word the table shows: ``"restarted"`` for such a step that ended ok)."""
 
     service: str
     outcome: StepOutcome
@@ -172,3 +173,13 @@ class Step:
     @property
     def ok(self) -> bool:
         return self.outcome.ok
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def outcome_said(self) -> str:
+        """The outcome as the table and ``--json`` say it: a start of ``up``'s that restarted a
+        service serving before (what it depends on started behind it) is ``restarted``, never a
+        plain ok; otherwise the outcome's own word."""
+        if self.restarted_behind and self.outcome is StepOutcome.OK:
+            return RESTARTED
+        return str(self.outcome)

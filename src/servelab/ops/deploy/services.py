@@ -70,6 +70,7 @@ from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.collision import refuse_foreign, refuse_not_listing
+from servelab.ops.deploy.dying import unless_stopping
 from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
@@ -416,9 +417,10 @@ async def already_up(op: Operation, service: str) -> Step | None:
     record = await own_record(op, service, say=True)
     host = op.host(service)
     if record is not None and await is_alive(host, record):
-        _state, gated = await _gate(op, record, await _env(op, service))
-        op.say(ServiceAlreadyUp(service, record.pid, by_servelab=True))
-        return Step(service, StepOutcome.ALREADY_UP, record.pid, 0.0, gated)
+        gate = _gate(op, record, await _env(op, service))
+        if (gated := await unless_stopping(op, record, gate)) is not None:  # None: it exited
+            op.say(ServiceAlreadyUp(service, record.pid, by_servelab=True))
+            return Step(service, StepOutcome.ALREADY_UP, record.pid, 0.0, gated)
     if record is not None:
         await _stop_recorded(op, service)  # a stale record (or an orphaned group)
     svc = op.spec.service(service)
