@@ -20,13 +20,14 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import uvloop
 
+from servelab.cli.stopsignals import offering_second
+from servelab.cli.stopsignals import received as _received
 from servelab.cli.streams import KeptStreams
 from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused, VerifyRefused
 from servelab.core.redaction import clip_long, redact
@@ -70,7 +71,6 @@ __all__ = [
     "print_json",
     "run",
     "said_all",
-    "second_signal_to",
     "stop_on_signals",
 ]
 
@@ -168,10 +168,6 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-#: The stop signals received since the current command began, first first.
-_received: list[int] = []
-
-
 @dataclass(frozen=True)
 class Left:
     """What a command's interruption left (what is down, what was put back), as the command
@@ -208,7 +204,7 @@ def _as_ctrl_c(signum: int, frame: Any) -> None:
     _received.append(signum)
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler) and handler is not signal.default_int_handler:
-        handler(signal.SIGINT, frame)
+        handler(signum, frame)  # the loop's reads no number; run()'s notes only a SIGINT
         return
     raise Interrupted(signum)
 
@@ -233,60 +229,24 @@ def _stopped_by() -> int:
     return _received[0] if _received else signal.SIGINT
 
 
-#: Who takes a second stop signal in :func:`run` (:func:`second_signal_to`), if anyone.
-_second: ContextVar[Callable[[], bool] | None] = ContextVar("servelab_second", default=None)
-
-
-@contextmanager
-def second_signal_to(take: Callable[[], bool]) -> Iterator[None]:
-    """For the block, a :func:`run` whose first stop signal cancelled its coroutine offers the
-    second to ``take`` (True: taken, the command goes on stopping; False: it stops at once, as
-    it does without); a third stops at once."""
-    token = _second.set(take)
-    try:
-        yield
-    finally:
-        _second.reset(token)
-
-
-async def _offering_second(coro: Coroutine[Any, Any, T], take: Callable[[], bool]) -> T:
-    """``coro``, the second stop signal offered to ``take`` first (see :func:`second_signal_to`):
-    the loop's own SIGINT handler (the first cancels, the next stops at once) wrapped."""
-    loops, count = signal.getsignal(signal.SIGINT), 0
-
-    def offered(signum: int, frame: Any) -> None:
-        nonlocal count
-        count += 1
-        if count == 2 and take():
-            return
-        if callable(loops):
-            loops(signum, frame)
-
-    with contextlib.suppress(ValueError):  # not the main thread: not ours
-        signal.signal(signal.SIGINT, offered)
-    return await coro
-
-
 def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
     """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); a stop
     signal (:data:`STOP_SIGNALS`) exits 128 + its number after the coroutine's own cleanup
     (``asyncio.run`` cancels it, so its ``finally`` blocks run; a second signal stops at once,
     unless :func:`second_signal_to` takes it). ``fast``: on uvloop, the loop the bench client was
     measured on (docs/bench.md, "The client")."""
-    take = _second.get()
     before = signal.getsignal(signal.SIGINT)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if fast else None) as runner:
             try:
-                return runner.run(coro if take is None else _offering_second(coro, take))
+                return runner.run(offering_second(coro))
             except Interrupted:
                 raise
             except KeyboardInterrupt:
                 raise Interrupted(_stopped_by()) from None
-    finally:
-        if take is not None:  # the wrapped handler outlives the loop: the one before put back
-            with contextlib.suppress(ValueError, TypeError):
-                signal.signal(signal.SIGINT, before)
+    finally:  # the wrapped handler outlives the loop: the one before put back
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(signal.SIGINT, before)
 
 
 @contextmanager

@@ -46,8 +46,8 @@ from servelab.cli.boundary import (
     interruption_noted,
     note_interruption,
     run,
-    second_signal_to,
 )
+from servelab.cli.stopsignals import second_signal_to
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import ServelabError

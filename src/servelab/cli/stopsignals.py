@@ -1,0 +1,63 @@
+"""Which stop signals a command received, first first (its exit code is the first's: 128 + its
+number), and who takes the second (:func:`second_signal_to`): the part of
+:func:`servelab.cli.boundary.run` that wraps the event loop's own SIGINT handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+__all__ = ["offering_second", "received", "second_signal_to"]
+
+T = TypeVar("T")
+
+#: The stop signals received since the current command began, first first.
+received: list[int] = []
+
+#: Who takes a second stop signal in :func:`~servelab.cli.boundary.run`, if anyone.
+_second: ContextVar[Callable[[], bool] | None] = ContextVar("servelab_second", default=None)
+
+
+@contextmanager
+def second_signal_to(take: Callable[[], bool]) -> Iterator[None]:
+    """For the block, a :func:`~servelab.cli.boundary.run` whose first stop signal cancelled its
+    coroutine offers the second to ``take`` (True: taken, the command goes on stopping; False: it
+    stops at once, as it does without); a third stops at once."""
+    token = _second.set(take)
+    try:
+        yield
+    finally:
+        _second.reset(token)
+
+
+async def offering_second(coro: Coroutine[Any, Any, T]) -> T:
+    """``coro``, a second stop signal offered to who takes it first (:func:`second_signal_to`):
+    the loop's own SIGINT handler (the first cancels, the next stops at once) wrapped; a SIGINT
+    noted among the signals received (SIGTERM's and SIGHUP's handler notes theirs), so the exit
+    code is the first signal's."""
+    take = _second.get() or _refused
+    loops, count = signal.getsignal(signal.SIGINT), 0
+
+    def offered(signum: int, frame: Any) -> None:
+        nonlocal count
+        count += 1
+        if signum == signal.SIGINT:
+            received.append(signum)
+        if count == 2 and take():
+            return
+        if callable(loops):
+            loops(signum, frame)
+
+    with contextlib.suppress(ValueError):  # not the main thread: not ours
+        signal.signal(signal.SIGINT, offered)
+    return await coro
+
+
+def _refused() -> bool:
+    """Nobody takes a second signal: it stops at once."""
+    return False
