@@ -82,12 +82,18 @@ def test_ab_and_tune_on_capacity_take_probe_s_checked_as_bench_does(
         assert "--probe-s goes with --metric capacity --rate" in done.stderr, done.stderr
 
 
-def test_an_export_to_a_full_disk_is_refused_before_the_search(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["out", "out/deeper", "kept"])
+def test_an_export_to_a_full_disk_is_refused_before_the_search(tmp_path: Path, where: str) -> None:
+    """The refusal makes no folder (issue 38, the twenty-eighth pass: it left the empty ``DIR``
+    and its parents it had made); a folder that was there stays."""
     with tmpfs(tmp_path / "small", "64k") as small:
+        (small / "kept").mkdir()
         fill(small)
-        out = small / "out"
+        out = small / where
         done = run_cli(*SEARCH, "--export", str(out), timeout=60)
         assert not (out / "capacity.json").exists()
+        assert sorted(p.name for p in small.iterdir()) == ["filler", "kept"]
+        assert not any((small / "kept").iterdir())
     assert done.returncode == 1, done.stderr
     assert f"cannot write {out}: its disk is full: 0 KiB free" in done.stderr, done.stderr
     assert "cannot connect" not in done.stderr and "127.0.0.1:9" not in done.stderr
