@@ -82,12 +82,39 @@ def test_ab_and_tune_on_capacity_take_probe_s_checked_as_bench_does(
         assert "--probe-s goes with --metric capacity --rate" in done.stderr, done.stderr
 
 
-def test_an_export_to_a_full_disk_is_refused_before_the_search(tmp_path: Path) -> None:
+@pytest.mark.timeout(300)
+def test_a_probe_the_deadline_cut_is_said_cut_not_a_grown_queue(tmp_path: Path) -> None:
+    """Issue 38, the twenty-eighth pass: a ``--deadline`` only just over ``--probe-s`` passes
+    its check and cuts each probe's last requests; the search blamed "a queue grew". It says
+    the deadline cut them, in the conclusion, the row and the ``--json`` (``cut``)."""
+    with sim_stack(time_scale=0.2, env={"SERVELAB_SIM_WARMUP_S": "0"}) as stack:
+        done = run_cli("bench", "--url", stack.router_url, "--find-capacity", "--slo",
+                       "ttft_p99=20s", "--rate", "16", "--requests", "64", "--probe-s", "2",
+                       "--deadline", "2.1", "--output-len", "64", "--no-ledger", "--export",
+                       str(tmp_path / "out"), timeout=280)  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    doc = json.loads((tmp_path / "out" / "capacity.json").read_text())
+    assert "a queue grew" not in doc["conclusion"], doc["conclusion"]
+    first = doc["probes"][0]
+    assert first["load"] == 16 and first["cut"] > 0.2, doc["probes"]
+    assert "the --deadline cut requests before they were answered" in doc["conclusion"]
+    assert "longer than --probe-s plus the time a request takes" in doc["conclusion"]
+    rows = (tmp_path / "out" / "capacity.md").read_text().splitlines()
+    assert any(f", {first['cut']:.0%} cut |" in row for row in rows), rows
+
+
+@pytest.mark.parametrize("where", ["out", "out/deeper", "kept"])
+def test_an_export_to_a_full_disk_is_refused_before_the_search(tmp_path: Path, where: str) -> None:
+    """The refusal makes no folder (issue 38, the twenty-eighth pass: it left the empty ``DIR``
+    and its parents it had made); a folder that was there stays."""
     with tmpfs(tmp_path / "small", "64k") as small:
+        (small / "kept").mkdir()
         fill(small)
-        out = small / "out"
+        out = small / where
         done = run_cli(*SEARCH, "--export", str(out), timeout=60)
         assert not (out / "capacity.json").exists()
+        assert sorted(p.name for p in small.iterdir()) == ["filler", "kept"]
+        assert not any((small / "kept").iterdir())
     assert done.returncode == 1, done.stderr
     assert f"cannot write {out}: its disk is full: 0 KiB free" in done.stderr, done.stderr
     assert "cannot connect" not in done.stderr and "127.0.0.1:9" not in done.stderr

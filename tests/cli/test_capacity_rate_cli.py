@@ -62,3 +62,27 @@ def test_the_share_of_failed_requests_is_said_in_the_row_and_the_conclusion(
     rows = (tmp_path / "capacity.md").read_text().splitlines()
     assert any(f", {share} failed |" in row for row in rows), rows
     assert "of the requests failed" in done.stdout.replace("\n", " "), done.stdout
+
+
+def test_a_rate_probe_s_served_rate_with_failures_says_it_counts_the_answered(
+    tmp_path: Path,
+) -> None:
+    """Issue 38, the twenty-eighth pass: a rate probe's ``served`` is the pace of its answered
+    requests; with some failed, the row said "met, 20% failed" beside a ``--json`` ``served`` of
+    the whole rate. The row says what was served, of what offered, by the answered."""
+    flaky = {"SERVELAB_SIM_TRANSFER_FAIL_PROB": "0.15"}
+    with sim_stack(time_scale=0.05, prefill_env=flaky, decode_env=flaky) as stack:
+        run_cli("bench", "--url", stack.router_url, "--find-capacity", "--slo", "ttft_p50=2s",
+                "--rate", "8", "--requests", "16", "--probe-s", "2", "--concurrency", "64",
+                "--input-len", "16", "--output-len", "8", "--no-ledger", "--export",
+                str(tmp_path), timeout=240)  # fmt: skip
+    doc = json.loads((tmp_path / "capacity.json").read_text())
+    rows = (tmp_path / "capacity.md").read_text().splitlines()
+    some = [p for p in doc["probes"] if p["failed"] > 0 and p["served"] is not None]
+    assert some, doc["probes"]
+    for probe in some:
+        share = f"{probe['failed']:.0%}"
+        said = (f", {share} failed (the answered served at {probe['served']:.3g} of "
+                f"{probe['load']:.3g} req/s)")  # fmt: skip
+        if probe["served"] >= 0.9 * probe["load"]:
+            assert any(said in row for row in rows), (said, rows)

@@ -162,10 +162,11 @@ async def _bench(
 def _check_export(directory: Path, force: bool, *, capacity: bool) -> None:
     """Before any load: ``directory`` takes a file (a capacity search's, on a disk with room for
     its files: :data:`CAPACITY_BYTES`), and holds no file the export would replace (one that
-    holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
-    check_directory(directory)
+    holds anything: an :class:`OptionError`, exit 2) unless ``--force``. The room is checked
+    first: a disk without it is refused before any folder is made (issue 38)."""
     if capacity:  # written once, after the whole search: its disk has room for them now
         check_room(directory, CAPACITY_BYTES)
+    check_directory(directory)
     for name in CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
         check_overwrite(directory / name, force)
 

@@ -45,7 +45,8 @@ def load_text(kind: LoadKind, load: float | None) -> str:
 
 
 def served_text(probe: Probe, in_flight: int | None = None) -> str:
-    """``not sustained: served 72.1 of 150 req/s`` and, when its in-flight limit was taken
+    """``not sustained: served 72.1 of 150 req/s`` (the pace of its answered requests: failed
+    and cut ones are not served) and, when its in-flight limit was taken
     whole, ``, all 8 in flight (--concurrency)`` (empty: sustained)."""
     if probe.sustained or probe.served is None:
         return ""
@@ -87,7 +88,8 @@ def _probe_rows(result: CapacityResult) -> list[list[str]]:
         again = " again" if probe.load in seen else ""
         seen.add(probe.load)
         served = served_text(probe, _in_flight(result))
-        verdict = (served or verdict_word(probe.met, probe.sure)) + _failed_note(probe.failed)
+        verdict = (served or verdict_word(probe.met, probe.sure)) + _failed_note(probe)
+        verdict += f", {_share(probe.cut)} cut" if probe.cut > 0 else ""
         rows.append([load_text(kind, probe.load) + again, verdict,
                      f"{probe.throughput:,.1f}", objectives,
                      "–" if probe.run_id is None else f"#{probe.run_id}"])  # fmt: skip
@@ -105,9 +107,16 @@ def _share(failed: float) -> str:
     return "<1%" if failed < 0.01 else f"{failed:.0%}"
 
 
-def _failed_note(failed: float) -> str:
-    """``, 25% failed`` when any request of a probe failed."""
-    return f", {_share(failed)} failed" if failed > 0 else ""
+def _failed_note(probe: Probe) -> str:
+    """``, 25% failed`` when any request of a probe failed; a rate probe's served rate (its
+    ``served``) counts its answered requests only, so a sustained one says it: ``, 25% failed
+    (the answered served at 150 of 150 req/s)``."""
+    if probe.failed <= 0:
+        return ""
+    said = f", {_share(probe.failed)} failed"
+    if probe.served is None or not probe.sustained:
+        return said
+    return f"{said} (the answered served at {_rate(probe.served)} of {_rate(probe.load)} req/s)"
 
 
 _HEAD = ["load", "SLO", "tok/s", "objectives", "run"]
@@ -186,7 +195,26 @@ def conclusion(
     return (
         _verdict(capacity, error, span_s)
         + _unserved_text(capacity, in_flight)
-        + (_failures_text(capacity))
+        + _failures_text(capacity)
+        + _cut_text(capacity)
+    )
+
+
+def _cut_text(capacity: Capacity) -> str:
+    """Where the run's end (``--deadline``) cut requests before they were answered (empty: it
+    cut none): those probes are judged on what they answered."""
+    cut = [p for p in capacity.probes if p.cut > 0]
+    if not cut or capacity.stop == CapacityStop.FAILED:
+        return ""
+    most = max(cut, key=lambda p: p.cut)
+    at = f"{_share(most.cut)} of the requests at {load_text(capacity.kind, most.load)}"
+    longer = ("--probe-s plus the time a request takes" if capacity.kind == LoadKind.RATE
+              else "the time a probe's requests take")  # fmt: skip
+    return (
+        f"; the --deadline cut requests before they were answered in {len(cut)} of "
+        f"{len(capacity.probes)} probes (the most: {at}): a probe cut short is judged on what "
+        f"it answered (its SLO and the rate it served too); give a --deadline longer than "
+        f"{longer}"
     )
 
 
@@ -197,7 +225,9 @@ def _unserved_text(capacity: Capacity, in_flight: int | None) -> str:
     if not short or capacity.stop == CapacityStop.FAILED:
         return ""
     low = min(short, key=lambda p: p.load)
-    said = f"; {served_text(low, in_flight)} (a queue grew: more offered load only waits)"
+    why = ("the --deadline cut its last requests, not a sign of a queue" if low.cut > 0
+           else "a queue grew: more offered load only waits")  # fmt: skip
+    said = f"; {served_text(low, in_flight)} ({why})"
     if not low.capped:
         return said
     limit = "?" if in_flight is None else str(in_flight)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -24,7 +25,14 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Resolution, Suspect
-from servelab.core.case.revert import conviction_test, experiment_values, revert_cost, revert_values
+from servelab.core.case.revert import (
+    conviction_test,
+    experiment_values,
+    revert_cost,
+    revert_value,
+    revert_values,
+    setting_change,
+)
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
@@ -170,6 +178,46 @@ def test_revert_values_from_recorded_changes() -> None:
     assert revert_values([], "decode", K, to="256") == (None, "256")
     with pytest.raises(CaseError, match="--to"):
         revert_values([], "decode", K)
+
+
+def _history(*values: str | None, gap_at: int | None = None, why: str = "ab: arm") -> list[Any]:
+    """Changes of decode's knob walking ``values`` in order (one change per step), the first a
+    ``knob set`` and the others reasoned ``why``; the change at index ``gap_at`` starts from
+    another value (a hand edit before it)."""
+    rows = []
+    for i, (old, new) in enumerate(pairwise(values)):
+        start = "hand" if i == gap_at else old
+        reason = "knob set" if i == 0 else why
+        rows.append({"id": i + 1, "service": "decode", "name": K, "old": start, "new": new,
+                     "reason": reason})  # fmt: skip
+    return _changes(*rows)
+
+
+def _before(history: list[Any], current: str) -> str | None:
+    found = setting_change(history, "decode", K, current)
+    assert found is not None
+    return found.old
+
+
+def test_the_change_that_set_a_value_leaves_round_trips_and_experiments_out() -> None:
+    """Issue 38, the twenty-eighth pass: an A/B's arms and their put-back are a round trip, not
+    the change that set the knob; an A/B that keeps an arm set it from the value it found."""
+    after_ab = _history("256", "512", "128", "1024", "128", "512")
+    assert _before(after_ab, "512") == "256"
+    assert _before(_history("256", "512", "128", "1024", "128", "1024"), "1024") == "512"  # kept
+    assert _before(_history("256", "512", "128", "1024", why="knob set"), "1024") == "128"
+    for why in ("tune 3: arm a", "case 2: test of knob:decode/K, arm suspect, round 1",
+                "case test of knob:decode/K: arm revert, round 1", "case 2: bisect probe 1",
+                "put back as found: the command failed"):  # fmt: skip
+        assert _before(_history("256", "512", "128", "1024", why=why), "1024") == "512", why
+    # a hand edit breaks the history: the change after it set the value
+    assert _before(_history("256", "512", "128", "512", gap_at=2), "512") == "hand"
+    assert setting_change(after_ab, "decode", K, "64") is None
+    assert setting_change(after_ab, "prefill", K, "512") is None
+    assert experiment_values([], after_ab, "decode", K, current="512") == ("512", "256")
+    with pytest.raises(CaseError, match=r"no recorded change set decode/.* \(edited by hand"):
+        revert_value(after_ab, "decode", K, "64")
+    assert revert_value(after_ab, "decode", K, "64", to="8") == "8"
 
 
 def test_experiment_values_compare_the_suspected_value_with_its_revert() -> None:

@@ -13,6 +13,7 @@ without it, nothing else changed.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,12 @@ __all__ = [
     "check_recorded",
     "conviction_test",
     "experiment_values",
+    "experiment_write",
     "flip_verdict",
     "revert_cost",
+    "revert_value",
     "revert_values",
+    "setting_change",
 ]
 
 _FLIP = {"better": "worse", "worse": "better"}
@@ -149,6 +153,50 @@ def revert_cost(
     return empty
 
 
+#: The reasons of the writes an experiment makes (its arms, what it keeps, the values it puts
+#: back): ``ab``, ``tune``, ``case test``, ``case bisect``, ``investigate``, and every put-back
+#: (after a signal or a failure).
+_EXPERIMENT = re.compile(
+    r"^(?:ab|tune(?: \d+)?|case test)\b|^case \d+: (?:test of|bisect|investigate)\b"
+    r"|put back as found"
+)
+
+
+def experiment_write(change: KnobChangeRecord) -> bool:
+    """Whether ``change`` is a write an experiment made (its reason says so)."""
+    return change.reason is not None and _EXPERIMENT.search(change.reason) is not None
+
+
+def setting_change(
+    recorded: Sequence[KnobChangeRecord], service: str, knob: str, current: str | None
+) -> KnobChangeRecord | None:
+    """The recorded change that set ``service``'s ``knob`` to ``current``, round trips and
+    experiments read as one change (None: no recorded change sets it, e.g. a hand edit).
+
+    From the newest change that wrote ``current``, the history is followed back as long as it is
+    unbroken (each change's ``old`` the ``new`` of the one before it; a hand edit breaks it): an
+    earlier change that wrote ``current`` is the one that set it (what came between is a round
+    trip: a value written and then written back), and an experiment's write
+    (:func:`experiment_write`: an ``ab``'s arm, what it kept or put back) is one with the
+    experiment writes just before it, so an A/B that kept an arm set it from the value it found.
+    """
+    mine = sorted(
+        (c for c in recorded if c.service == service and c.name == knob), key=lambda c: c.id
+    )
+    ends = [i for i, c in enumerate(mine) if c.new == current]
+    if not ends:
+        return None
+    first = ends[-1]
+    for i in range(ends[-1], 0, -1):
+        before, change = mine[i - 1], mine[i]
+        if before.new != change.old:
+            break
+        one_run = first == i and experiment_write(before) and experiment_write(change)
+        if before.new == current or one_run:
+            first = i - 1
+    return mine[first]
+
+
 def revert_values(
     changes: Sequence[KnobChangeRecord], service: str, knob: str, to: str | None = None
 ) -> tuple[str | None, str | None]:
@@ -167,6 +215,30 @@ def revert_values(
     if to is None:
         check_recorded(service, knob, last.old)
     return last.new, (to if to is not None else last.old)
+
+
+def revert_value(
+    recorded: Sequence[KnobChangeRecord],
+    service: str,
+    knob: str,
+    current: str | None,
+    to: str | None = None,
+) -> str | None:
+    """The value ``case revert`` goes to from ``current``: ``to``, else the value before the
+    change that set ``current`` (:func:`setting_change`). Changes recorded, but none that set
+    ``current`` (a hand edit), and no ``to``: CaseError naming the last recorded change."""
+    setter = setting_change(recorded, service, knob, current)
+    mine = [c for c in recorded if c.service == service and c.name == knob]
+    if setter is None and mine and to is None:
+        last = max(mine, key=lambda c: c.id)
+        now = "unset" if current is None else current
+        then = "unset" if last.new is None else last.new
+        raise CaseError(
+            f"no recorded change set {service}/{knob} to its current value {now} (edited by "
+            f"hand?); the last recorded change (#{last.id}) set it to {then}; say the value to "
+            "revert to with --to"
+        )
+    return revert_values([] if setter is None else [setter], service, knob, to)[1]
 
 
 def check_recorded(service: str, knob: str, value: str | None) -> None:
@@ -235,15 +307,16 @@ def experiment_values(
 
     When the case already reverted the knob (``case_changes``, its restores left out), the suspect
     is the value before the case's first revert and the revert the case's last value; else the
-    suspect is the ``current`` value and the revert the value before the change that set it (as
-    ``case revert`` would go). ``to`` names the revert value instead.
+    suspect is the ``current`` value and the revert the value before the change that set it
+    (:func:`setting_change`, as ``case revert`` would go). ``to`` names the revert value instead.
     """
     mine = [c for c in case_changes if c.service == service and c.name == knob]
     if mine:
         first, last = min(mine, key=lambda c: c.id), max(mine, key=lambda c: c.id)
         suspect, revert = first.old, last.new
     else:
-        setting = [c for c in recorded if c.new == current]
+        found = setting_change(recorded, service, knob, current)
+        setting = [] if found is None else [found]
         suspect, revert = current, revert_values(setting, service, knob, to)[1]
     revert = to if to is not None else revert
     if suspect == revert:

@@ -126,7 +126,9 @@ class Probe:
     tokens/s: the steady state's in a closed loop), the binding objective's value over its limit
     (``ratio``, above 1: missed; NaN: no value), its ledger row, and the share of its requests
     that failed (``failed``); a rate probe's rate ``served`` (req/s; None: not measured) and
-    whether its in-flight limit was taken whole (``capped``)."""
+    whether its in-flight limit was taken whole (``capped``); the share of its requests the
+    run's end cut before they were answered (``cut``: ``--deadline``; they are not failures, and
+    the probe is judged on what it answered)."""
 
     load: float
     met: bool
@@ -137,6 +139,7 @@ class Probe:
     failed: float = 0.0
     served: float | None = None
     capped: bool = False
+    cut: float = 0.0
 
     @property
     def sustained(self) -> bool:
@@ -177,16 +180,17 @@ def rate_probe(
     capped: bool = False,
     run_id: int | None = None,
     failed: float = 0.0,
+    cut: float = 0.0,
 ) -> Probe:
     """A rate probe's verdict: the SLO's (``met``, ``sure``, ``ratio``), not met when it did not
     sustain ``rate`` (served under the share): then sure (the shortfall is the whole probe's, not
     a percentile's), and its ratio the SLO's only when the SLO missed too (no estimate crosses a
     limit it kept)."""
-    probe = Probe(rate, met, sure, throughput, ratio, run_id, failed, served, capped)
+    probe = Probe(rate, met, sure, throughput, ratio, run_id, failed, served, capped, cut)
     if probe.sustained:
         return probe
     return Probe(rate, False, sure if not met else True, throughput, ratio if not met else math.nan,
-                 run_id, failed, served, capped)  # fmt: skip
+                 run_id, failed, served, capped, cut)  # fmt: skip
 
 
 def first_warmup(kind: LoadKind, start: float, requests: int) -> int:

@@ -91,21 +91,23 @@ def _binding_ratio(att: SloAttainment) -> float:
 
 def probe_of(load: float, run: RunResult, kind: LoadKind = LoadKind.CONCURRENCY) -> Probe:
     """A probe from its run: the SLO's verdict, the throughput, the binding ratio, the share of
-    its requests that failed (cut ones not counted); a rate's, the rate its requests were served
-    at (:func:`~servelab.core.load.pace.served_rate`: not sustained, not met) and whether they
-    took every slot of the in-flight limit (the run's concurrency)."""
+    its requests that failed (cut ones not counted), the share cut (by ``--deadline``); a rate's,
+    the rate its requests were served at (:func:`~servelab.core.load.pace.served_rate`: not
+    sustained, not met) and whether they took every slot of the in-flight limit (the run's
+    concurrency)."""
     att = run.slo
     if att is None:
         raise ValueError("a capacity probe needs an SLO")
     m = run.metrics
     throughput = m.steady_throughput if m.steady_throughput is not None else m.output_throughput
     failed = m.n_failed / max(1, m.n_requests - m.n_cut)
+    cut = m.n_cut / max(1, m.n_requests)
     ratio = _binding_ratio(att)
     if kind == LoadKind.CONCURRENCY:
-        return Probe(load, att.met, att.sure, throughput, ratio, run.run_id, failed)
+        return Probe(load, att.met, att.sure, throughput, ratio, run.run_id, failed, cut=cut)
     return rate_probe(load, met=att.met, sure=att.sure, throughput=throughput, ratio=ratio,
                       served=served_rate(load, run.records), run_id=run.run_id, failed=failed,
-                      capped=in_flight_peak(run.records) >= run.concurrency)  # fmt: skip
+                      capped=in_flight_peak(run.records) >= run.concurrency, cut=cut)  # fmt: skip
 
 
 def _probe_config(config: BenchConfig, kind: LoadKind, load: float, span_s: float) -> BenchConfig:

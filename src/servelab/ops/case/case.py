@@ -49,7 +49,7 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, PutBackEvent, Suspect
-from servelab.core.case.revert import check_recorded, conviction_test, revert_cost, revert_values
+from servelab.core.case.revert import check_recorded, conviction_test, revert_cost, revert_value
 from servelab.core.case.verdicts import Override, Refusal, refusals
 from servelab.core.deploy.putback import PutBack
 from servelab.core.deploy.spec import DeploymentSpec
@@ -277,8 +277,10 @@ def revert_preview(
     """The revert of ``target`` under an open case in which it is a suspect.
 
     ``current`` is the knob's value in the env file now; the revert goes to the value before the
-    last recorded change (or ``to``) of the deployment ``deployment`` (None: any
-    deployment's; :func:`~servelab.ops.case.handedit.knob_history`).
+    recorded change that set it, round trips (an A/B's arms and their put-back) left out
+    (:func:`~servelab.core.case.revert.setting_change`), or ``to``; the changes read are the
+    deployment ``deployment``'s (None: any deployment's;
+    :func:`~servelab.ops.case.handedit.knob_history`).
     """
     parsed = _knob_target(target)
     service, knob = str(parsed.service), parsed.name
@@ -293,10 +295,7 @@ def revert_preview(
         if deployment is None
         else knob_history(ledger, deployment, service, knob)
     )
-    changes = [c for c in recorded if c.new == current]
-    if not changes and recorded and to is None:
-        raise CaseError(_not_set_by_a_change(service, knob, current, recorded))
-    _last, revert_to = revert_values(changes, service, knob, to)
+    revert_to = revert_value(recorded, service, knob, current, to)
     if revert_to == current:
         raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
     cost = revert_cost(
@@ -304,20 +303,6 @@ def revert_preview(
     )
     test = conviction_test(ledger.list(SoakRunRecord), service, knob, current, revert_to)
     return RevertPreview(case_id, str(parsed), service, knob, current, revert_to, cost, test)
-
-
-def _not_set_by_a_change(
-    service: str, knob: str, current: str | None, recorded: Sequence[KnobChangeRecord]
-) -> str:
-    """Changes are recorded, but none set the value the file holds (a hand edit)."""
-    last = max(recorded, key=lambda c: c.id)
-    now = "unset" if current is None else current
-    then = "unset" if last.new is None else last.new
-    return (
-        f"no recorded change set {service}/{knob} to its current value {now} (edited by hand?); "
-        f"the last recorded change (#{last.id}) set it to {then}; say the value to revert to "
-        "with --to"
-    )
 
 
 def check_revert_to(spec: DeploymentSpec, target: str, value: str | None) -> None:
