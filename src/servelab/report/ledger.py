@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -41,6 +42,7 @@ __all__ = [
     "ExportHeader",
     "ExportSummary",
     "csv_chunks",
+    "csv_text_cell",
     "export_header",
     "jsonl_chunks",
     "ledger_json_chunks",
@@ -207,10 +209,26 @@ def jsonl_chunks(
             yield _dump({"table": table, **row.values}) + "\n"
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection rule, with line feed).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+#: A plain decimal number, signed or not: a cell a spreadsheet reads as a number, never a formula.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_text_cell(value: Any) -> Any:
+    """``value`` safe to open in a spreadsheet: text that starts with ``=``, ``+``, ``-``, ``@``,
+    a tab, a carriage return or a line feed gets a leading ``'`` (a spreadsheet would run it as a
+    formula); numbers, and text that is a plain number (``-1.5``), stay as they are."""
+    formula = isinstance(value, str) and value.startswith(_FORMULA_START)
+    return "'" + value if formula and _PLAIN_NUMBER.fullmatch(value) is None else value
+
+
 def _csv_line(values: Iterable[Any]) -> str:
+    # Written with "\r\n" so that a cell holding a carriage return is quoted too (the writer
+    # quotes only the line terminator's characters), then ended with "\n" like every line.
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(values)
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\r\n").writerow(csv_text_cell(v) for v in values)
+    return buffer.getvalue()[:-2] + "\n"
 
 
 def _cell(value: Any) -> Any:
