@@ -181,3 +181,21 @@ def test_a_bursty_trace_dealt_to_two_workers_is_the_one_process_replay(
     assert table.returncode == 0, table.stderr
     for place in ("1st", "2nd–5th", "6th–10th"):  # the client's lateness by place in a burst
         assert f"dispatch delay ms, {place} in a burst (client)" in table.stdout, table.stdout
+
+
+def test_a_trace_s_session_ids_never_start_a_formula_in_sessions_csv(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    """A trace's session ids are the user's text: `sessions.csv` guards them as `ledger export
+    --format csv` does (a leading `'` before `=`, `+`, `-`, `@`), a spreadsheet never runs them."""
+    names = {"agent-0-0": '=cmd|"/c calc"!A1', "agent-0-1": "@SUM(1+1)"}
+    lines = [json.loads(line) for line in TRACE.read_text().splitlines()]
+    chosen = [dict(e, session_id=names[e["session_id"]]) for e in lines if e["session_id"] in names]
+    trace = tmp_path / "formulas.jsonl"
+    trace.write_text("".join(json.dumps(e) + "\n" for e in chosen))
+    out = tmp_path / "out"
+    done = run_cli("bench", "--url", stack.router_url, "--trace", str(trace), "--speedup", "8",
+                   "--no-ledger", "--export", str(out), timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO((out / "sessions.csv").read_text())))
+    assert sorted(r["session"] for r in rows) == sorted("'" + name for name in names.values())

@@ -84,3 +84,29 @@ def test_a_launch_copy_that_cannot_be_read_leaves_the_knob_not_read_back(root: P
         make()
         code, check = _rust_log(root)
         assert code == 0 and check["code"] == "live.not_read_back", (kind, check)
+
+
+def test_knob_diff_reads_a_router_knob_from_its_launch_copy_as_verify_does(root: Path) -> None:
+    """The twenty-eighth pass (L3): after ``knob set router RUST_LOG=debug``, ``knob diff`` said
+    "live not read back … restart it to be sure" while ``verify`` said "differs: file debug,
+    live info (restart needed)": the diff reads the launch copy too, and says so."""
+    code, out, err = servelab_in(root, "knob", "set", "router", "RUST_LOG=debug")
+    assert code == 0, out + err
+    code, out, err = servelab_in(root, "knob", "diff", "router", "RUST_LOG", "--json")
+    assert code == 0, out + err
+    diff = json.loads(out)
+    assert diff["file"] == "debug" and diff["live"] == "info", diff
+    assert diff["live_read"] is True and diff["launched"] is True, diff
+    assert diff["verdict"] == "differs", diff
+    code, out, err = servelab_in(root, "knob", "diff", "router", "RUST_LOG")
+    assert code == 0, out + err
+    assert "not read back" not in out and "restart it to be sure" not in out, out
+    assert "verdict: differs: restart needed" in out, out
+    assert "copied when it launched it" in out, out
+    # the file back at the launch copy's value: not proved live, as verify says
+    code, out, err = servelab_in(root, "knob", "set", "router", "RUST_LOG=info")
+    assert code == 0, out + err
+    code, out, err = servelab_in(root, "knob", "diff", "router", "RUST_LOG", "--json")
+    diff = json.loads(out)
+    assert diff["live"] is None and diff["live_read"] is False and diff["verdict"] is None, diff
+    assert "launched" not in diff, diff

@@ -78,7 +78,7 @@ from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
 from servelab.core.urls import authorized_twice
-from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
+from servelab.errors import BenchError, HostError, ModelNotListed, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
@@ -94,6 +94,7 @@ from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
 from servelab.report.failures import failure_examples
+from servelab.report.runnotes import unsaved_line
 from servelab.report.text import AUTHORIZED_TWICE
 
 __all__ = [
@@ -109,13 +110,16 @@ class Exporter:
     """``bench --export DIR``: after every finished run, the files of the runs so far.
 
     Used as ``run_bench``'s ``save`` callback, so a crash mid-sweep keeps every run done before
-    it; :meth:`write` saves the final result. Every file goes through the one atomic writer.
+    it; :meth:`write` saves the final result. Every file goes through the one atomic writer. A
+    write that fails (a disk filled during the sweep) stops nothing: why is kept in ``unsaved``
+    (None once a later write succeeds) and said after the result is printed.
     """
 
     def __init__(self, directory: Path, config: BenchConfig) -> None:
         self.directory = directory
         self.config = config
         self.runs: list[RunResult] = []
+        self.unsaved: str | None = None
 
     def __call__(self, run_result: RunResult) -> None:
         self.runs.append(run_result)
@@ -123,7 +127,14 @@ class Exporter:
         self.write(partial)
 
     def write(self, result: BenchResult) -> None:
-        write_files(self.directory, report.export_files(result))
+        try:
+            write_files(self.directory, report.export_files(result))
+        except HostError as exc:
+            self.unsaved = str(exc)
+        except OSError as exc:
+            self.unsaved = f"cannot write {self.directory}: {exc.strerror or exc}"
+        else:
+            self.unsaved = None
 
 
 async def _bench(
@@ -160,12 +171,12 @@ async def _bench(
 
 
 def _check_export(directory: Path, force: bool, *, capacity: bool) -> None:
-    """Before any load: ``directory`` takes a file (a capacity search's, on a disk with room for
-    its files: :data:`CAPACITY_BYTES`), and holds no file the export would replace (one that
-    holds anything: an :class:`OptionError`, exit 2) unless ``--force``. The room is checked
-    first: a disk without it is refused before any folder is made (issue 38)."""
-    if capacity:  # written once, after the whole search: its disk has room for them now
-        check_room(directory, CAPACITY_BYTES)
+    """Before any load: ``directory`` takes a file, on a disk with room for the files (a
+    capacity search's: :data:`CAPACITY_BYTES`; a bench's first run's: :data:`EXPORT_BYTES`),
+    and holds no file the export would replace (one that holds anything: an
+    :class:`OptionError`, exit 2) unless ``--force``. The room is checked first: a disk without
+    it is refused before any folder is made (issue 38)."""
+    check_room(directory, CAPACITY_BYTES if capacity else EXPORT_BYTES)
     check_directory(directory)
     for name in CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
         check_overwrite(directory / name, force)
@@ -214,7 +225,8 @@ def check_lengths(
         raise OptionError(f"--requests {runs:,} of --input-len: {why}")
 
 
-def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
+def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None,
+          unsaved: str | None = None) -> int:  # fmt: skip
     if as_json:
         print_json(report.result_json(result))
     else:
@@ -231,16 +243,22 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
         notice("failed:", line, "bold red")
     for line in failure_examples(result):
         notice("failed:", line, "bold red")
+    if unsaved is not None:
+        notice("failed:", unsaved_line(unsaved), "bold red")
     if result.interrupted:
-        said = f"{interruption(signum)}: partial results shown and saved"
-        err_console.print(said, style="yellow")
+        saved = "shown" if unsaved is not None else "shown and saved"
+        err_console.print(f"{interruption(signum)}: partial results {saved}", style="yellow")
         return 128 + (signum or signal.SIGINT)
+    if unsaved is not None:
+        return EXIT_FAILED
     if (nothing := report.nothing_sent_line(result)) is not None:  # a bench must send to pass
         notice("failed:", nothing, "bold red")
         return EXIT_FAILED
     return EXIT_FAILED if result.n_failed else EXIT_OK
 
 
+#: The room on the export's disk a bench needs before its first request (its first run's files).
+EXPORT_BYTES = 128 * 1024
 #: The options of a rate capacity search (what ``--probe-s`` goes with).
 RATE_SEARCH = "--find-capacity --rate"
 
@@ -350,7 +368,8 @@ def bench_command(
             result, signum = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     if export is not None:
         export.write(result)
-    raise SystemExit(_show(result, output.as_json, signum, ledger_file))
+    unsaved = None if export is None else export.unsaved
+    raise SystemExit(_show(result, output.as_json, signum, ledger_file, unsaved))
 
 
 def _with_answers(config: BenchConfig) -> BenchConfig:

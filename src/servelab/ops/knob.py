@@ -60,7 +60,7 @@ from servelab.ops.arguments import (
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
-from servelab.ops.sharedfile import env_blank, file_readers, read_back
+from servelab.ops.sharedfile import env_blank, file_readers, launch_reading, read_back
 
 __all__ = [
     "check_setting",
@@ -171,10 +171,12 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
         backup_path, backup = previous if previous is not None else (None, None)
         proc = await find_process(op.loaded, service, host)
         live = await read_live_unless_blank(host, proc.pid, [name]) if proc.pid else {}
+        file = None if env is None else env.get(name)
+        live, launched = await launch_reading(op, service, proc.pid, name, file, live)
     return KnobDiff(
         service=service,
         name=name,
-        file=None if env is None else env.get(name),
+        file=file,
         backup=None if backup is None else backup.get(name),
         live=None if live is None else live.get(name),
         spec_value=svc.knobs.get(name),
@@ -183,6 +185,7 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
         pid=proc.pid,
         pid_source=proc.source,
         live_read=live is not None,
+        launched=launched or None,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from servelab.core.deploy.topology import file_identity, file_sharers
 from servelab.core.knob import Knob
 from servelab.core.knobs.places import LiveSource
+from servelab.core.knobs.rules import live_verdict
 from servelab.core.knobs.serverinfo import Reported
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live_unless_blank
@@ -19,7 +20,14 @@ from servelab.ops.arguments import ENV_AT_LAUNCH, engine_arguments, launch_copy,
 from servelab.ops.context import Operation
 from servelab.ops.fileids import file_identities
 
-__all__ = ["env_at_launch", "env_blank", "file_readers", "launched_env_value", "read_back"]
+__all__ = [
+    "env_at_launch",
+    "env_blank",
+    "file_readers",
+    "launch_reading",
+    "launched_env_value",
+    "read_back",
+]
 
 
 async def file_readers(op: Operation, service: str, path: str, place: str) -> list[str]:
@@ -92,6 +100,27 @@ async def env_at_launch(op: Operation, service: str, pid: int) -> dict[str, str]
     except (HostError, KnobError):
         return None
     return None if env is None else env.as_dict()
+
+
+async def launch_reading(
+    op: Operation,
+    service: str,
+    pid: int | None,
+    name: str,
+    file: str | None,
+    live: dict[str, str] | None,
+) -> tuple[dict[str, str] | None, bool]:
+    """Env knob ``name`` of ``service`` (``pid``; ``live``: its environment as read, None: read
+    blank, a router that wrote over it) as ``verify`` reads it: ``(copy, True)`` when the copy of
+    the env file servelab kept when it launched it (:func:`env_at_launch`) holds another value
+    than the file's ``file`` (a restart is needed); else ``(live, False)``, with ``live`` None
+    not read back: no copy, or the file's value (which the copy cannot prove live)."""
+    if live is not None or pid is None:
+        return live, False
+    launched = await env_at_launch(op, service, pid)
+    if launched is None or live_verdict(file, launched.get(name)).ok:
+        return None, False
+    return launched, True
 
 
 async def launched_env_value(op: Operation, service: str, name: str) -> Reported:

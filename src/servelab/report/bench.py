@@ -29,7 +29,7 @@ from servelab.report.route import route_text
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
-from servelab.report.text import level_label, safe_markdown, url_text
+from servelab.report.text import csv_text_cell, level_label, safe_markdown, url_text
 
 __all__ = [
     "CLIENT_REASONS",
@@ -385,7 +385,7 @@ def sessions_csv(result: BenchResult) -> str:
                      "hit_rate", "warm_hit_rate"])  # fmt: skip
     for run in result.runs:
         for s in run.sessions:
-            writer.writerow([run.repeat_index, s.session, s.requests, s.failed,
+            writer.writerow([run.repeat_index, csv_text_cell(s.session), s.requests, s.failed,
                              s.cache.prompt_tokens, s.cache.cached_tokens, s.cache.hit_rate,
                              s.warm.hit_rate])  # fmt: skip
     return out.getvalue()

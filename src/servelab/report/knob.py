@@ -190,6 +190,9 @@ def render_knob_diff(diff: KnobDiff) -> str:
     notes += _abbreviated(diff.name, diff.abbreviated)
     notes.append(f"backup: {diff.backup_path or '(none)'}")
     notes.append(f"live:   pid {diff.pid} ({diff.pid_source})" if diff.running else "live:   -")
+    if diff.launched:
+        notes[-1] += ("; a router, it wrote over its environment: live is the env file servelab "
+                      "copied when it launched it")  # fmt: skip
     verdict = diff.verdict
     if verdict is not None:
         notes.append(f"verdict: {describe_verdict(verdict)}")

@@ -30,6 +30,7 @@ from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.jsontext import json_text
+from servelab.report.text import csv_text_cell
 
 if TYPE_CHECKING:  # every record of the export: imported by the export's words, when they run
     from servelab.core.ledger.export import LedgerExport
@@ -208,9 +209,11 @@ def jsonl_chunks(
 
 
 def _csv_line(values: Iterable[Any]) -> str:
+    # Written with "\r\n" so that a cell holding a carriage return is quoted too (the writer
+    # quotes only the line terminator's characters), then ended with "\n" like every line.
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(values)
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\r\n").writerow(csv_text_cell(v) for v in values)
+    return buffer.getvalue()[:-2] + "\n"
 
 
 def _cell(value: Any) -> Any:

@@ -10,7 +10,7 @@ from servelab.core.telemetry.rules import FIRED, QUIET, UNKNOWN, TelemetryEviden
 from servelab.core.telemetry.traces import RETURN_HELD_MS
 from servelab.report.soak.words import telemetry_text, unknown_text
 
-__all__ = ["evidence_lines", "evidence_rows", "return_note"]
+__all__ = ["evidence_lines", "evidence_rows", "return_note", "unsaved_line"]
 
 
 def _mark(e: TelemetryEvidence) -> str:
@@ -49,3 +49,8 @@ def return_note(return_p50_ms: float | None) -> str | None:
         "algorithm on its client connections (no TCP_NODELAY), so on a kept-alive connection "
         "its first token chunk waits for the client's delayed ACK (at least 40 ms on Linux)"
     )
+
+
+def unsaved_line(why: str) -> str:
+    """What ``bench --export`` did not write (``why``: the writer's words, naming the file)."""
+    return f"{why}; the bench's result is printed above, not saved"

@@ -9,6 +9,7 @@ import io
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Console, RenderableType
 
@@ -19,6 +20,7 @@ __all__ = [
     "AUTHORIZED_TWICE",
     "arm_value",
     "code_spans",
+    "csv_text_cell",
     "level_label",
     "md_code",
     "md_text",
@@ -171,3 +173,17 @@ def safe_markdown(md: str) -> str:
         else:
             out.append(_escape_outside_code(line))
     return "".join(out)
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection rule, with line feed).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+#: A plain decimal number, signed or not: a cell a spreadsheet reads as a number, never a formula.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_text_cell(value: Any) -> Any:
+    """``value`` safe to open in a spreadsheet: text that starts with ``=``, ``+``, ``-``, ``@``,
+    a tab, a carriage return or a line feed gets a leading ``'`` (a spreadsheet would run it as a
+    formula); numbers, and text that is a plain number (``-1.5``), stay as they are."""
+    formula = isinstance(value, str) and value.startswith(_FORMULA_START)
+    return "'" + value if formula and _PLAIN_NUMBER.fullmatch(value) is None else value

@@ -96,6 +96,9 @@ class KnobDiff:
     abbreviated: Annotated[tuple[tuple[str, str], ...] | None, OMITTED_IF_NONE] = None
     #: As :attr:`KnobChange.live_read`: False, ``live`` None is not read back (no verdict).
     live_read: bool = True
+    #: True: a router that wrote over its environment, ``live`` read from the copy of the env
+    #: file servelab kept when it launched it (as ``verify`` reads it); omitted otherwise.
+    launched: Annotated[bool | None, OMITTED_IF_NONE] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
