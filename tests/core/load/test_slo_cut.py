@@ -52,6 +52,8 @@ def test_a_cut_request_waiting_under_the_limit_is_left_out() -> None:
     judged = m.slo_attainment(records, slo)
     assert [(o.n, o.within) for o in judged.objectives] == [(20, 20)] * 3
     assert judged.met and judged.requests == 20
+    # ... but not surely met: the four, all outside, would turn it (20 of 24 under 99%)
+    assert [o.unknown for o in judged.objectives] == [4, 4, 4] and not judged.sure
     never_sent = [_answered(50.0) for _ in range(20)] + [_cut(9000.0, sent=False)]
     assert m.slo_attainment(never_sent, slo).objectives[0].n == 20  # the client's, not a miss
 
@@ -82,3 +84,14 @@ def test_a_server_failure_is_still_a_miss() -> None:
     judged = m.slo_attainment([_answered(50.0), failed], parse_slo("ttft_p50=2s"))
     assert (judged.objectives[0].n, judged.objectives[0].within) == (2, 1)
     assert (judged.requests, judged.good) == (2, 1)
+
+
+def test_unknown_cut_requests_that_could_not_turn_the_verdict_leave_it_sure() -> None:
+    """400 within and one cut request waiting under the limit: met with it outside too (400 of
+    401 over 99%), so as sure as its interval says."""
+    slo = parse_slo("ttft_p99=2s")
+    judged = m.slo_attainment([_answered(50.0) for _ in range(400)] + [_cut(100.0)], slo)
+    (ttft,) = judged.objectives
+    assert (ttft.n, ttft.within, ttft.unknown) == (400, 400, 1) and ttft.met and ttft.sure
+    healthy = m.slo_attainment([_answered(50.0) for _ in range(400)], slo).objectives[0]
+    assert healthy.sure and healthy.unknown == 0

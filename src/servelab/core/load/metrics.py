@@ -152,7 +152,10 @@ class ObjectiveResult:
     """One objective judged on a run: ``n`` values (a failed request is one, outside; a cut one
     gives what it measured, and a wait that alone passed the limit),
     ``within`` the limit, the run's percentile of the successful values (``value_ms``, type 7;
-    NaN without any), and the share within's Clopper-Pearson interval ``[low, high]``."""
+    NaN without any), and the share within's Clopper-Pearson interval ``[low, high]``.
+    ``unknown``: the requests the run's end cut, sent, of which nothing of this metric is known
+    yet (waiting under the limit): left out of ``n``, but a met verdict they could turn (all
+    outside) is not sure."""
 
     objective: Objective
     n: int
@@ -160,6 +163,7 @@ class ObjectiveResult:
     value_ms: float
     low: float
     high: float
+    unknown: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -177,8 +181,10 @@ class ObjectiveResult:
     @property
     def sure(self) -> bool:
         """The interval lies wholly on the side of the verdict (met: its low end at or above the
-        share; missed: its high end below)."""
+        share, and met still with every unknown request outside; missed: its high end below)."""
         share = self.objective.share
+        if self.met and not _holds(self.objective, self.within, self.n + self.unknown):
+            return False
         return self.n > 0 and (self.low >= share if self.met else self.high < share)
 
 
@@ -266,13 +272,15 @@ def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveR
         for r in records
     ]
     values = sorted(v for got in each if got is not None for v in got)
+    unknown = sum(1 for r, got in zip(records, each, strict=True)
+                  if _cut(r) and r.sent_ns and not got)  # fmt: skip
     failed = sum(got is None for got in each)
     limit = objective.limit_ms * 1e6
     within = sum(v <= limit for v in values)
     n = len(values) + failed
     low, high = _clopper_pearson(within, n)
     value = percentile(values, objective.percentile) / 1e6 if values else math.nan
-    return ObjectiveResult(objective, n, within, value, low, high)
+    return ObjectiveResult(objective, n, within, value, low, high, unknown)
 
 
 def slo_attainment(records: Sequence[RequestRecord], slo: SLO) -> SloAttainment:
