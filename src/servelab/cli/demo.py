@@ -203,8 +203,12 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
     )
     story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     story.cmd("case", "suspect", cid, KNOB_TARGET, "--reason", "the latest change before the hang")
-    story.say("the knob was the latest change: revert it under suspicion (its cost shows first)")
-    story.cmd("case", "revert", cid, KNOB_TARGET, "--yes", "-f", str(spec))
+    story.say(
+        "the knob was the latest change (tuned from 256 to 512 before the hang; the A/B above "
+        "left it as it found it, so the ledger holds no change to revert: the value is said): "
+        "revert it under suspicion (its cost shows first)"
+    )
+    story.cmd("case", "revert", cid, KNOB_TARGET, "--to", "256", "--yes", "-f", str(spec))
     story.say("soak again with the knob reverted: does the hang go away? (it does not)")
     story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     story.say("while the hang is chased, overlap scheduling is turned off too (its cost shows)")
