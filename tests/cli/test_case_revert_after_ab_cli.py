@@ -53,3 +53,26 @@ def test_case_revert_after_an_ab_goes_to_the_value_before_the_change(
     reverted = _json("case", "revert", cid, TARGET, "--yes", *spec, *led)
     assert (reverted["ok"], reverted["live"]) == (True, before), reverted
     assert f"{K}={before}\n" in env_file.read_text()
+
+
+@pytest.mark.timeout(300)
+def test_case_revert_after_an_ab_alone_asks_for_the_value(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    """No change but the A/B's (it left the knob as it found it): nothing says which value to
+    revert to, and the revert says so and asks for ``--to`` (the demo's incident says 256)."""
+    led = ("--ledger", str(tmp_path / "l" / "ledger.db"))
+    spec = ("-f", stack.source)
+    cid = str(_json("case", "open", "agentic hang", *led)["id"])
+    _json("case", "suspect", cid, TARGET, "--reason", "latest change", *led)
+    ab = run_cli("ab", *spec, *led, "--knob", f"decode:{K}=128,1024", "--concurrency", "1",
+                 "--requests", "2", "--repeat", "1", "--warmup", "0", "--output-len", "4",
+                 "--input-len", "8", "--answers", "off", timeout=240)  # fmt: skip
+    assert ab.returncode in (0, 1), ab.stderr
+    refused = run_cli("case", "revert", cid, TARGET, "--yes", *spec, *led)
+    assert refused.returncode != 0, refused.stdout
+    said = " ".join(refused.stderr.split())
+    assert f"no recorded change set decode/{K} to 512 from another value" in said, said
+    assert "say the value to revert to with --to" in said and "Traceback" not in said, said
+    reverted = _json("case", "revert", cid, TARGET, "--to", "256", "--yes", *spec, *led)
+    assert (reverted["ok"], reverted["live"]) == (True, "256"), reverted

@@ -297,7 +297,7 @@ def revert_preview(
     )
     revert_to = revert_value(recorded, service, knob, current, to)
     if revert_to == current:
-        raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
+        raise CaseError(_nothing_to_revert(service, knob, current, said=to is not None))
     cost = revert_cost(
         ledger.list(AbRunRecord, service=service, knob=knob), service, knob, current, revert_to
     )
@@ -429,3 +429,13 @@ def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> Rest
         ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
         error=done.error, failed=check_records(failed_checks_of(done.report)),
     )  # fmt: skip
+
+
+def _nothing_to_revert(service: str, knob: str, current: str | None, *, said: bool) -> str:
+    """Why a revert would leave ``knob`` at ``current``: the value said is it, or no recorded
+    change set it from another value (an experiment's writes, a round trip)."""
+    if said:
+        return f"{service}/{knob} is already {current}; nothing to revert"
+    return (f"no recorded change set {service}/{knob} to {current} from another value (those "
+            "recorded, an experiment's arms and put-back or a round trip, left it as they found "
+            "it); say the value to revert to with --to")  # fmt: skip
