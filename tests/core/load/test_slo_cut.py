@@ -41,21 +41,47 @@ def test_a_cut_request_that_streamed_within_the_limit_is_no_miss() -> None:
     records = [_answered(50.0) for _ in range(50)] + [_cut(900.0, ttft_ms=40.0)]
     judged = m.slo_attainment(records, slo)
     ttft = judged.objectives[0]
-    assert (ttft.n, ttft.within) == (51, 51) and ttft.met  # its TTFT came: counted, within
-    assert judged.met and (judged.requests, judged.good) == (50, 50)  # never good, not a miss
+    assert (ttft.n, ttft.within, ttft.unknown) == (51, 51, 0) and ttft.met  # its TTFT came
+    assert judged.met and (judged.requests, judged.good) == (51, 50)  # sent, cut: never good
     assert m.run_metrics(records, slo=slo).n_failed == 0
 
 
-def test_a_cut_request_waiting_under_the_limit_is_left_out() -> None:
+def test_a_cut_request_not_known_yet_is_counted_outside_and_its_miss_is_not_sure() -> None:
+    """Four requests cut waiting under every limit: never left out (a deadline that cut the slow
+    ones would leave only the fast to judge): met only if it holds with them outside; here it
+    does not, and the miss they could turn is not sure."""
     slo = parse_slo("ttft_p99=2s,e2e_p99=5s,tpot_p99=100ms")
     records = [_answered(50.0) for _ in range(20)] + [_cut(1500.0) for _ in range(4)]
     judged = m.slo_attainment(records, slo)
-    assert [(o.n, o.within) for o in judged.objectives] == [(20, 20)] * 3
-    assert judged.met and judged.requests == 20
-    # ... but not surely met: the four, all outside, would turn it (20 of 24 under 99%)
-    assert [o.unknown for o in judged.objectives] == [4, 4, 4] and not judged.sure
+    assert [(o.n, o.within, o.unknown) for o in judged.objectives] == [(20, 20, 4)] * 3
+    assert not judged.met and not any(o.sure for o in judged.objectives)
     never_sent = [_answered(50.0) for _ in range(20)] + [_cut(9000.0, sent=False)]
-    assert m.slo_attainment(never_sent, slo).objectives[0].n == 20  # the client's, not a miss
+    left = m.slo_attainment(never_sent, slo)
+    assert left.met and left.objectives[0].unknown == 0  # the client's, not the server's
+
+
+def test_a_stalled_decode_cut_by_the_deadline_never_reads_met() -> None:
+    """The 29th pass: a decode stopped mid-run, its 16 streams cut after stalling 5 s: a TPOT is
+    not known before the end, so they are outside (761 of 777: missed), never left out (met)."""
+    slo = parse_slo("tpot_p99=20ms")
+    stalled = [_cut(5100.0, ttft_ms=40.0, gap_ms=10.0) for _ in range(16)]
+    for record in stalled:  # six tokens, then nothing for 5 s
+        record.event_ns, record.event_tokens = record.event_ns[:6], [1] * 6
+    judged = m.slo_attainment([_answered(50.0) for _ in range(761)] + stalled, slo)
+    (tpot,) = judged.objectives
+    assert (tpot.n, tpot.within, tpot.unknown) == (761, 761, 16) and not tpot.met
+    assert not tpot.sure  # had they ended within, it would hold: a miss not proved
+
+
+def test_a_deadline_under_the_limit_never_leaves_only_the_fast_to_judge() -> None:
+    """The 29th pass: `--deadline 2.9` under `e2e_p90=3s` cut every long request; the run was
+    judged met on the 59 short ones."""
+    slo = parse_slo("e2e_p90=3s")
+    fast = [_answered(50.0, tokens=8) for _ in range(59)]
+    cut = [_cut(2900.0, ttft_ms=40.0) for _ in range(64)]
+    judged = m.slo_attainment(fast + cut, slo)
+    assert (judged.objectives[0].within, judged.objectives[0].unknown) == (59, 64)
+    assert not judged.met and not judged.sure
 
 
 def test_a_cut_request_whose_wait_alone_passed_the_limit_is_a_miss() -> None:
@@ -63,7 +89,8 @@ def test_a_cut_request_whose_wait_alone_passed_the_limit_is_a_miss() -> None:
     records = [_answered(50.0) for _ in range(20)] + [_cut(2500.0)]  # no first token in 2.5 s
     judged = m.slo_attainment(records, slo)
     assert (judged.objectives[0].n, judged.objectives[0].within) == (21, 20)
-    assert not judged.met and (judged.requests, judged.good) == (21, 20)
+    assert judged.objectives[0].unknown == 0 and not judged.met
+    assert (judged.requests, judged.good) == (21, 20)
     e2e = m.slo_attainment([_answered(50.0), _cut(7000.0, ttft_ms=40.0)], parse_slo("e2e_p50=5s"))
     assert (e2e.objectives[0].n, e2e.objectives[0].within) == (2, 1)
 
@@ -87,11 +114,11 @@ def test_a_server_failure_is_still_a_miss() -> None:
 
 
 def test_unknown_cut_requests_that_could_not_turn_the_verdict_leave_it_sure() -> None:
-    """400 within and one cut request waiting under the limit: met with it outside too (400 of
-    401 over 99%), so as sure as its interval says."""
+    """600 within and one cut request waiting under the limit: met with it outside too (600 of
+    601 over 99%), and as sure as its interval (with it outside) says."""
     slo = parse_slo("ttft_p99=2s")
-    judged = m.slo_attainment([_answered(50.0) for _ in range(400)] + [_cut(100.0)], slo)
+    judged = m.slo_attainment([_answered(50.0) for _ in range(600)] + [_cut(100.0)], slo)
     (ttft,) = judged.objectives
-    assert (ttft.n, ttft.within, ttft.unknown) == (400, 400, 1) and ttft.met and ttft.sure
+    assert (ttft.n, ttft.within, ttft.unknown) == (600, 600, 1) and ttft.met and ttft.sure
     healthy = m.slo_attainment([_answered(50.0) for _ in range(400)], slo).objectives[0]
     assert healthy.sure and healthy.unknown == 0

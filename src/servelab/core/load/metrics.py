@@ -22,12 +22,14 @@ SLO (goodput) when it succeeded, its TTFT, TPOT and E2E are within their limits,
 its own gaps within an ``itl`` limit is at least that objective's percentile.
 
 A request cut by the run's end (:data:`CUT_REASONS`: ``--deadline``, a stop) did not fail: it is
-judged as far as it went (censored), never as a miss it was not seen to be. What it measured
-counts (a TTFT that came, the gaps between its tokens); a wait it was cut in counts as a miss only
-when that wait alone already passed the limit (sent, and no first token within a TTFT limit; an
-E2E limit passed; an open gap longer than an ``itl`` limit); anything else about it is unknown
-and left out. It is never good (goodput), and counts among an SLO's requests only when it is a
-known miss.
+judged as far as it went (censored). What it measured counts (a TTFT that came, the gaps between
+its tokens); the wait it was cut in is a miss when that wait alone passed the limit (sent, and no
+first token within a TTFT limit; an E2E limit passed; an open gap longer than an ``itl`` limit).
+What is not known yet (sent, cut waiting under the limit; a TPOT or E2E before the request ended)
+is ``unknown``: never a verdict it did not earn. An objective is met only when it holds with the
+unknown ones counted outside (a deadline that cuts the slow requests never leaves only the fast
+to be judged), and a miss they could turn (all within) is not sure. A cut request never meets the
+SLO (goodput); a sent one counts among its requests.
 """
 
 from __future__ import annotations
@@ -154,8 +156,8 @@ class ObjectiveResult:
     ``within`` the limit, the run's percentile of the successful values (``value_ms``, type 7;
     NaN without any), and the share within's Clopper-Pearson interval ``[low, high]``.
     ``unknown``: the requests the run's end cut, sent, of which nothing of this metric is known
-    yet (waiting under the limit): left out of ``n``, but a met verdict they could turn (all
-    outside) is not sure."""
+    yet (waiting under the limit; a TPOT or E2E not ended): counted outside for the verdict (met
+    only when it holds with them outside), and a miss they could turn (all within) is not sure."""
 
     objective: Objective
     n: int
@@ -174,18 +176,20 @@ class ObjectiveResult:
     @computed_field  # type: ignore[prop-decorator]
     @property
     def met(self) -> bool:
-        """At least the objective's percentile of the values were within the limit."""
-        return _holds(self.objective, self.within, self.n)
+        """At least the objective's percentile of the values were within the limit, every
+        unknown request counted outside."""
+        return _holds(self.objective, self.within, self.n + self.unknown)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def sure(self) -> bool:
         """The interval lies wholly on the side of the verdict (met: its low end at or above the
-        share, and met still with every unknown request outside; missed: its high end below)."""
+        share; missed: its high end below, and missed still with every unknown request within)."""
         share = self.objective.share
-        if self.met and not _holds(self.objective, self.within, self.n + self.unknown):
-            return False
-        return self.n > 0 and (self.low >= share if self.met else self.high < share)
+        if self.met:
+            return self.low >= share
+        turned = _holds(self.objective, self.within + self.unknown, self.n + self.unknown)
+        return self.n > 0 and self.high < share and not turned
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,16 +260,6 @@ def _censored_ns(record: RequestRecord, objective: Objective) -> list[float]:
     return []  # TPOT: not known before the request ends
 
 
-def _known_miss(record: RequestRecord, slo: SLO) -> bool:
-    """A cut request that already missed one of ``slo``'s objectives."""
-    for objective in slo.objectives:
-        values = _censored_ns(record, objective)
-        within = sum(v <= objective.limit_ms * 1e6 for v in values)
-        if values and not _holds(objective, within, len(values)):
-            return True
-    return False
-
-
 def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveResult:
     each = [
         _values_ns(r, objective.metric) if r.ok else _censored_ns(r, objective) if _cut(r) else None
@@ -278,7 +272,8 @@ def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveR
     limit = objective.limit_ms * 1e6
     within = sum(v <= limit for v in values)
     n = len(values) + failed
-    low, high = _clopper_pearson(within, n)
+    low, _ = _clopper_pearson(within, n + unknown)  # met: sure with the unknown outside
+    _, high = _clopper_pearson(within, n)  # missed: sure on what is known
     value = percentile(values, objective.percentile) / 1e6 if values else math.nan
     return ObjectiveResult(objective, n, within, value, low, high, unknown)
 
@@ -287,7 +282,7 @@ def slo_attainment(records: Sequence[RequestRecord], slo: SLO) -> SloAttainment:
     """The measured (not warm-up) ``records`` against ``slo``; a request cut by the run's end
     judged as far as it went (see the module docstring)."""
     measured = [r for r in records if not r.warmup]
-    counted = [r for r in measured if not _cut(r) or _known_miss(r, slo)]
+    counted = [r for r in measured if not _cut(r) or r.sent_ns]  # a cut one sent: never good
     return SloAttainment(
         slo,
         tuple(_judge(measured, o) for o in slo.objectives),
