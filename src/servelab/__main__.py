@@ -17,6 +17,8 @@ from types import FrameType
 __all__ = ["STARTUP_HANDLER_MARK", "main"]
 
 #: The attribute that marks the start-up SIGINT handler (the CLI puts Python's default back).
+#: The exit codes of a command a stop signal ended (SIGHUP, SIGINT, SIGTERM: 128 + the signal).
+_BY_SIGNAL = frozenset({129, 130, 143})
 STARTUP_HANDLER_MARK = "servelab_startup"
 
 
@@ -36,7 +38,14 @@ def main() -> None:
         signal.signal(signal.SIGINT, _interrupted_at_startup)
     from servelab.cli import main as cli_main  # after the handler, on purpose
 
-    cli_main()
+    try:
+        cli_main()
+    except SystemExit as stop:
+        if stop.code in _BY_SIGNAL:  # stopped by a signal, said: a late one changes nothing
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                with contextlib.suppress(ValueError):
+                    signal.signal(sig, signal.SIG_IGN)
+        raise
 
 
 if __name__ == "__main__":

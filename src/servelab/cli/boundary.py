@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import uvloop
 
-from servelab.cli.stopsignals import offering_second
+from servelab.cli.stopsignals import ignoring_stop_signals, offering_second
 from servelab.cli.stopsignals import received as _received
 from servelab.cli.streams import KeptStreams
 from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused, VerifyRefused
@@ -405,5 +405,8 @@ class ServelabGroup(click.Group):
             _report_failure(ctx, exc)
             raise
         except (Exception, KeyboardInterrupt) as exc:
-            code = _report_failure(ctx, exc)
+            if not isinstance(exc, KeyboardInterrupt):
+                raise SystemExit(_report_failure(ctx, exc)) from None
+            with ignoring_stop_signals():  # a late one never ends it by another code
+                code = _report_failure(ctx, exc)
             raise SystemExit(code) from None

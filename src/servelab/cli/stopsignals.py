@@ -12,9 +12,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-__all__ = ["offering_second", "received", "second_signal_to"]
+__all__ = ["ignoring_stop_signals", "offering_second", "received", "second_signal_to"]
 
 T = TypeVar("T")
+
+#: The signals a command stops on as on Ctrl-C (``servelab.cli.boundary.STOP_SIGNALS``).
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: The stop signals received since the current command began, first first.
 received: list[int] = []
@@ -61,3 +64,19 @@ async def offering_second(coro: Coroutine[Any, Any, T]) -> T:
 def _refused() -> bool:
     """Nobody takes a second signal: it stops at once."""
     return False
+
+
+@contextmanager
+def ignoring_stop_signals() -> Iterator[None]:
+    """For the block (a stopped command saying what it left, then exiting by the first signal's
+    code), further stop signals are ignored: a late one would end the process by its own
+    default action and code (main thread only; the dispositions before are put back after)."""
+    before: dict[int, Any] = {}
+    with contextlib.suppress(ValueError):  # not the main thread: not ours
+        for sig in _STOPS:
+            before[sig] = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
