@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,7 +18,7 @@ import click
 
 from servelab.cli.boundary import EXIT_FAILED, console, error, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
-from servelab.cli.interrupted import naming_restart_down, noting
+from servelab.cli.interrupted import naming_restart_down, naming_up_left, noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
@@ -63,14 +63,20 @@ def _operate(
     kind: Hold = Hold.CHANGE,
     *,
     names_down: bool = False,
+    names_running: bool = False,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command,
     holding the deployment's lock as ``kind`` needs. ``names_down`` (``restart``): a second stop
     signal that cut the cleanup short, nothing noted, has what is down read and named with the
     command that brings it back (:func:`~servelab.cli.interrupted.naming_restart_down`), never
-    "interrupted" alone."""
+    "interrupted" alone; ``names_running`` (``up``): what still runs, with the commands that
+    stop it or bring the rest up (:func:`~servelab.cli.interrupted.naming_up_left`)."""
     loaded = where.deployment()
-    named = naming_restart_down(lambda: loaded) if names_down else nullcontext()
+    named: AbstractContextManager[None] = nullcontext()
+    if names_down:
+        named = naming_restart_down(lambda: loaded)
+    elif names_running:
+        named = naming_up_left(lambda: loaded)
     with where.exclusive(wait=wait, kind=kind), named:
         return run(_with_ledger(where, loaded, action, say))
 
@@ -106,7 +112,8 @@ def _up_or_down(
     as_json: bool,
     wait: bool,
 ) -> None:
-    report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json))
+    report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json),
+                      names_running=action is deploy.up)  # fmt: skip
     if report.error is not None:  # down, not recorded: it stopped all the same
         error(f"{report.action}: {report.error}")
     _show(deploy_json(report), render_deploy(report), as_json, report.ok)

@@ -61,11 +61,11 @@ from servelab.ops.deploy.putback import (
 )
 from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
-from servelab.ops.deploy.upcheck import left_down
-from servelab.report.deploy import render_interruption
+from servelab.ops.deploy.upcheck import left_down, running_services
+from servelab.report.deploy import render_interruption, render_up_left
 from servelab.report.putback import render_left_down, render_put_back
 
-__all__ = ["naming_down", "naming_restart_down", "noting"]
+__all__ = ["naming_down", "naming_restart_down", "naming_up_left", "noting"]
 
 T = TypeVar("T")
 
@@ -149,4 +149,23 @@ def naming_restart_down(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
                     text, down = render_interruption(report), tuple(report.down)
                     recovery = _line(report.recovery)
                     note_interruption(Left(text, down, recovery, "report", encode(report)))
+        raise
+
+
+@contextlib.contextmanager
+def naming_up_left(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
+    """For ``up``'s block: stopped by a signal with nothing noted (a second signal cut its
+    cleanup short: what it started may still run), the services of ``deployment()`` that answer
+    are named with the commands that stop them or bring the rest up (a third signal, or a spec
+    that cannot be read: nothing more is said)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not interruption_noted():
+            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
+                loaded = deployment()
+                running = run(running_services(loaded))
+                if running:
+                    text = render_up_left(running, loaded.spec_args)
+                    note_interruption(Left(text, None, None, "running", list(running)))
         raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -65,6 +66,7 @@ __all__ = [
     "render_restart",
     "render_rolling",
     "render_status",
+    "render_up_left",
     "restart_json",
     "rolling_json",
     "status_json",
@@ -266,6 +268,15 @@ def render_interruption(report: DeployReport | RestartReport | RollingReport) ->
     if not report.down:
         return "restart interrupted; no service is down\n"
     return f"restart interrupted; {_down_line(report)}\n"
+
+
+def render_up_left(running: Sequence[str], spec_args: Sequence[str]) -> str:
+    """An ``up`` stopped before its cleanup said what it stopped: what still runs, and the
+    commands that stop it or bring the rest up."""
+    down = shlex.join(["servelab", "down", *spec_args])
+    up = shlex.join(["servelab", "up", *spec_args])
+    return (f"up interrupted; still running: {', '.join(running)}; stop them with: {down} "
+            f"(or bring the rest up with: {up})\n")  # fmt: skip
 
 
 @dataclass(frozen=True)

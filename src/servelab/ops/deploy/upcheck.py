@@ -47,6 +47,7 @@ __all__ = [
     "recovery_up",
     "refuse_not_serving",
     "refuse_not_up",
+    "running_services",
     "still_serving",
 ]
 
@@ -124,6 +125,14 @@ async def still_serving(op: Operation, names: set[str]) -> set[str]:
             if await _ready(op, name):
                 serving.add(name)
     return serving
+
+
+async def running_services(loaded: LoadedSpec) -> list[str]:
+    """``loaded``'s services that answer their readiness ready, in start order."""
+    async with Operation(loaded) as op:
+        order = start_order(op.spec)
+        down = set(await not_ready(op, order))
+    return [name for name in order if name not in down]
 
 
 async def left_down(loaded: LoadedSpec) -> RestartReport | None:
