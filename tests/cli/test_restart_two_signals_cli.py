@@ -26,8 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_ports
-from tests.support.generic import servelab_in, servelab_process, text_or_empty
-from tests.support.processes import live_procs_under
+from tests.support.generic import servelab_in, servelab_process, text_or_empty, up_in
 from tests.support.specs import PdPorts, write_pd_spec
 
 _rng = random.Random(os.getpid())
@@ -37,13 +36,8 @@ _rng = random.Random(os.getpid())
 def stack(tmp_path: Path) -> Iterator[Path]:
     ports = PdPorts(*free_ports(5, draw=lambda: _rng.randint(20000, 20999)))
     write_pd_spec(tmp_path, ports=ports, time_scale=0.05)
-    code, _, err = servelab_in(tmp_path, "up")
-    assert code == 0, err
-    try:
+    with up_in(tmp_path):
         yield tmp_path
-    finally:
-        servelab_in(tmp_path, "down")
-    assert live_procs_under(tmp_path) == []
 
 
 def _pid(root: Path) -> int | None:

@@ -47,3 +47,32 @@ def test_a_late_signal_after_the_report_does_not_change_the_exit_code() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert (done.returncode, done.stdout) == (130, "exits 130\n"), done.stderr
+
+
+RACE = """
+import asyncio
+from servelab.cli.boundary import run
+
+def _sock_connect_cb():  # the name CPython's callback has
+    pass
+
+async def main():
+    loop = asyncio.get_running_loop()
+    handle = asyncio.Handle(_sock_connect_cb, (), loop)
+    loop.call_exception_handler({"message": "Exception in callback", "handle": handle,
+                                 "exception": asyncio.InvalidStateError("invalid state")})
+    loop.call_exception_handler({"message": "another", "exception": ValueError("kept")})
+
+run(main())
+"""
+
+
+def test_cpython_s_connect_race_is_not_reported_and_other_loop_errors_are() -> None:
+    """A stop during a refused connect made Python 3.11's loop print an InvalidStateError
+    traceback from ``_sock_connect_cb`` (seen once in a stopped ``restart``'s output); that one
+    report is dropped, any other still reaches stderr."""
+    done = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "InvalidStateError" not in done.stderr and "_sock_connect_cb" not in done.stderr
+    assert "ValueError: kept" in done.stderr, done.stderr

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_ports
-from tests.support.generic import servelab_in, servelab_process
-from tests.support.processes import alive, connected, live_procs_under
+from tests.support.generic import servelab_process, up_in
+from tests.support.processes import alive, connected
 from tests.support.specs import PdPorts, write_pd_spec
 
 _rng = random.Random(os.getpid())
@@ -55,13 +55,8 @@ def _record(root: Path, service: str) -> dict[str, int]:
 def stack(tmp_path: Path) -> Iterator[tuple[Path, PdPorts]]:
     ports = PdPorts(*free_ports(5, draw=lambda: _rng.randint(20000, 20999)))
     write_pd_spec(tmp_path, ports=ports, time_scale=0.05, router_kind="smg")
-    code, _, err = servelab_in(tmp_path, "up")
-    assert code == 0, err
-    try:
+    with up_in(tmp_path):
         yield tmp_path, ports
-    finally:
-        servelab_in(tmp_path, "down")
-    assert live_procs_under(tmp_path) == []
 
 
 def _until_draining(router: str) -> None:
@@ -90,8 +85,8 @@ def test_up_at_once_after_the_router_was_stopped_waits_for_it_and_starts_it(
             deadline = time.monotonic() + 120
             while not connected(proc.pid, ports.router):
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    out, err = proc.communicate(timeout=60)
-                    pytest.fail(f"up never probed the router: {out!r} {err!r}")
+                    early = proc.communicate(timeout=60)
+                    pytest.fail(f"up never probed the router: {early!r}")
                 time.sleep(0.01)
         finally:
             os.killpg(old["pgid"], signal.SIGCONT)

@@ -104,68 +104,76 @@ async def noting(work: Awaitable[T]) -> T:
 
 
 @contextlib.contextmanager
+def _net(left: Callable[[], Left | None]) -> Iterator[None]:
+    """For a command's block: stopped by a signal with nothing noted, what ``left()`` reads is
+    noted (None: nothing to say; a third signal, or a spec that cannot be read: nothing more is
+    said)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not interruption_noted():
+            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
+                if (found := left()) is not None:
+                    note_interruption(found)
+        raise
+
+
+@contextlib.contextmanager
 def naming_down(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
-    """For a command's block: stopped by a signal with nothing noted, the services of
-    ``deployment()`` that are down are noted with the command that brings them back (a third
-    signal, or a spec that cannot be read: nothing more is said)."""
-    with watching_put_backs() as unended, second_signal_to(lambda: second_signal(unended)):
-        try:
-            yield
-        except KeyboardInterrupt:
-            if not interruption_noted():
-                with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
-                    _note_left(deployment, list(unended))
-            raise
+    """For a command's block: stopped by a signal with nothing noted, what a put-back it left
+    open never put back, else the services of ``deployment()`` that are down, are noted with the
+    commands that fix them."""
+    with (
+        watching_put_backs() as unended,
+        second_signal_to(lambda: second_signal(unended)),
+        _net(lambda: _put_back_left(deployment, list(unended))),
+    ):
+        yield
 
 
-def _note_left(deployment: Callable[[], LoadedSpec], unended: list[Unended]) -> None:
-    """Note what the put-backs ``unended`` never ran left, else what is down (nothing: as
-    found)."""
+def _put_back_left(deployment: Callable[[], LoadedSpec], unended: list[Unended]) -> Left | None:
+    """What the put-backs ``unended`` never ran left, else what is down (None: as found)."""
     put = run(left_as_is(unended))
     if put is not None:
-        if not put.ok:
-            note_interruption(Left(render_put_back(put), put.down, _line(put.recovery),
-                                   "put_back", encode(put)))  # fmt: skip
-        return
+        if put.ok:
+            return None
+        return Left(render_put_back(put), put.down, _line(put.recovery), "put_back", encode(put))
     report = run(left_down(deployment()))
-    if report is not None:
-        text = render_left_down(report.down, report.recovery)
-        note_interruption(Left(text, tuple(report.down), _line(report.recovery), "report",
-                               encode(report)))  # fmt: skip
+    if report is None:
+        return None
+    text = render_left_down(report.down, report.recovery)
+    return Left(text, tuple(report.down), _line(report.recovery), "report", encode(report))
 
 
 @contextlib.contextmanager
 def naming_restart_down(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
     """For ``restart``'s block: stopped by a signal with nothing noted (a second signal cut its
     cleanup short), the services of ``deployment()`` that are down are noted as an interrupted
-    restart's report (a third signal, or a spec that cannot be read: nothing more is said)."""
-    try:
+    restart's report."""
+    with _net(lambda: _restart_left(deployment)):
         yield
-    except KeyboardInterrupt:
-        if not interruption_noted():
-            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
-                report = run(left_down(deployment()))
-                if report is not None:
-                    text, down = render_interruption(report), tuple(report.down)
-                    recovery = _line(report.recovery)
-                    note_interruption(Left(text, down, recovery, "report", encode(report)))
-        raise
+
+
+def _restart_left(deployment: Callable[[], LoadedSpec]) -> Left | None:
+    report = run(left_down(deployment()))
+    if report is None:
+        return None
+    text, recovery = render_interruption(report), _line(report.recovery)
+    return Left(text, tuple(report.down), recovery, "report", encode(report))
 
 
 @contextlib.contextmanager
 def naming_up_left(deployment: Callable[[], LoadedSpec]) -> Iterator[None]:
     """For ``up``'s block: stopped by a signal with nothing noted (a second signal cut its
     cleanup short: what it started may still run), the services of ``deployment()`` that answer
-    are named with the commands that stop them or bring the rest up (a third signal, or a spec
-    that cannot be read: nothing more is said)."""
-    try:
+    are named with the commands that stop them or bring the rest up."""
+    with _net(lambda: _up_left(deployment)):
         yield
-    except KeyboardInterrupt:
-        if not interruption_noted():
-            with contextlib.suppress(KeyboardInterrupt, ServelabError, OSError):
-                loaded = deployment()
-                running = run(running_services(loaded))
-                if running:
-                    text = render_up_left(running, loaded.spec_args)
-                    note_interruption(Left(text, None, None, "running", list(running)))
-        raise
+
+
+def _up_left(deployment: Callable[[], LoadedSpec]) -> Left | None:
+    loaded = deployment()
+    running = run(running_services(loaded))
+    if not running:
+        return None
+    return Left(render_up_left(running, loaded.spec_args), None, None, "running", list(running))

@@ -1,18 +1,26 @@
 """Which stop signals a command received, first first (its exit code is the first's: 128 + its
 number), and who takes the second (:func:`second_signal_to`): the part of
-:func:`servelab.cli.boundary.run` that wraps the event loop's own SIGINT handler.
+:func:`servelab.cli.boundary.run` that wraps the event loop's own SIGINT handler; and the loop's
+report of CPython 3.11's ``sock_connect`` race on a stop (:func:`connect_race`), kept off stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-__all__ = ["ignoring_stop_signals", "offering_second", "received", "second_signal_to"]
+__all__ = [
+    "connect_race",
+    "ignoring_stop_signals",
+    "offering_second",
+    "received",
+    "second_signal_to",
+]
 
 T = TypeVar("T")
 
@@ -58,7 +66,21 @@ async def offering_second(coro: Coroutine[Any, Any, T]) -> T:
 
     with contextlib.suppress(ValueError):  # not the main thread: not ours
         signal.signal(signal.SIGINT, offered)
+    asyncio.get_running_loop().set_exception_handler(_unless_connect_race)
     return await coro
+
+
+def connect_race(context: Mapping[str, object]) -> bool:
+    """The event loop's report is CPython 3.11's race in ``sock_connect``: a connection refused
+    after a stop cancelled its wait sets the future's exception twice (``InvalidStateError`` in
+    ``_sock_connect_cb``); nothing was lost, and its traceback must not reach the user."""
+    exc, handle = context.get("exception"), context.get("handle")
+    return isinstance(exc, asyncio.InvalidStateError) and "_sock_connect_cb" in repr(handle)
+
+
+def _unless_connect_race(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    if not connect_race(context):
+        loop.default_exception_handler(context)
 
 
 def _refused() -> bool:

@@ -202,7 +202,7 @@ def conclusion(
 
 def _cut_text(capacity: Capacity) -> str:
     """Where the run's end (``--deadline``) cut requests before they were answered (empty: it
-    cut none): those probes are judged on what they answered."""
+    cut none): those probes are judged as far as their requests went."""
     cut = [p for p in capacity.probes if p.cut > 0]
     if not cut or capacity.stop == CapacityStop.FAILED:
         return ""
@@ -212,8 +212,9 @@ def _cut_text(capacity: Capacity) -> str:
               else "the time a probe's requests take")  # fmt: skip
     return (
         f"; the --deadline cut requests before they were answered in {len(cut)} of "
-        f"{len(capacity.probes)} probes (the most: {at}): a probe cut short is judged on what "
-        f"it answered (its SLO and the rate it served too); give a --deadline longer than "
+        f"{len(capacity.probes)} probes (the most: {at}): a probe cut short is judged as far "
+        f"as its requests went (what was not known yet counts outside its SLO; the rate it "
+        f"served counts what it answered); give a --deadline longer than "
         f"{longer}"
     )
 

@@ -128,7 +128,7 @@ class Probe:
     that failed (``failed``); a rate probe's rate ``served`` (req/s; None: not measured) and
     whether its in-flight limit was taken whole (``capped``); the share of its requests the
     run's end cut before they were answered (``cut``: ``--deadline``; they are not failures, and
-    the probe is judged on what it answered)."""
+    the probe is judged as far as they went: :mod:`servelab.core.load.metrics`)."""
 
     load: float
     met: bool
