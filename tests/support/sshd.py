@@ -118,6 +118,11 @@ def _config(directory: Path, port: int, extra: Sequence[str] = ()) -> str:
             "MaxSessions 50",
             "MaxStartups 50",
             "LogLevel INFO",  # INFO logs each login ("Accepted publickey"): tests count them
+            # bash run by sshd sources the login user's ~/.bashrc for every command unless it is a
+            # nested shell (SHLVL already set): this machine's root runs `pyenv init` there, about
+            # 120 ms of CPU and 50 processes per command (a test file sends hundreds). Nothing here
+            # relies on a login rc file; servelab passes a service's environment on the command.
+            "SetEnv SHLVL=1",
             *extra,
             "",
         ]
