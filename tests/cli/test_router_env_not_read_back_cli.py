@@ -61,4 +61,13 @@ def test_knob_set_and_diff_on_the_routers_own_env_knob_say_not_read_back(root: P
     code, out, err = servelab_in(root, "knob", "set", "router", f"{name}=0.25", "--json")
     assert code == 0, out + err
     change = json.loads(out)
+    # back to the value the router was started with (the copy of its env file servelab kept when
+    # it launched it holds 0.25): live, no restart (the twenty-ninth pass's low); another value
+    # is not read back, as above
+    assert change["restart_needed"] is False and change["live_read"] is True, change
+    assert (change["live"], change["launched"]) == ("0.25", True), change
+    code, out, err = servelab_in(root, "knob", "set", "router", f"{name}=0.5", "--json")
+    assert code == 0, out + err
+    change = json.loads(out)
     assert change["restart_needed"] is True and change["live_read"] is False, change
+    assert change["live"] is None and "launched" not in change, change

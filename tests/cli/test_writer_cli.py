@@ -44,7 +44,7 @@ def test_trace_generate_keeps_a_fifo_and_a_link_and_creates_no_directory(tmp_pat
     assert link.is_symlink() and target.read_bytes() == b""  # the link and its target kept
     missing = tmp_path / "no" / "such" / "trace.jsonl"
     done = run_cli("trace", "generate", str(missing))
-    assert done.returncode in (1, 2)
+    assert done.returncode == 2, done.stderr  # an input error, before any work
     assert "no directory" in done.stderr and str(missing) in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "no").exists()

@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from servelab.__main__ import STARTUP_HANDLER_MARK
 from servelab.cli.boundary import ServelabGroup, said_all
 from servelab.cli.streams import kept_streams
+from servelab.startup import STARTUP_HANDLER_MARK, begin
 
 __all__ = ["COMMANDS", "LazyCommand", "LazyServelabGroup", "cli", "main"]
 
@@ -137,6 +137,7 @@ class LazyServelabGroup(ServelabGroup):
         ``servelab.__main__`` installs for the imports and for click's own steps around the
         command (exit 130, one line): Ctrl-C gets the command's cleanup, record and hint, and
         ``asyncio`` installs its own handler (it does so only over Python's default)."""
+        begin()
         quiet = signal.getsignal(signal.SIGINT)
         if not getattr(quiet, STARTUP_HANDLER_MARK, False):
             return super().invoke(ctx)

@@ -45,6 +45,7 @@ from servelab.errors import (
 )
 from servelab.report.jsontext import json_text
 from servelab.report.refusals import refusal_words
+from servelab.startup import json_command
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -346,12 +347,15 @@ def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
 
 
 def _json_command(ctx: click.Context, exc: BaseException) -> str | None:
-    """The command path of a ``--json`` invocation; for a usage error that came before the
-    flag was read (an unknown option), whether ``--json`` is among the words before ``--``."""
+    """The command path of a ``--json`` invocation; for a usage error or a stop signal that
+    came before the flag was read (an unknown option; the command's module still imported),
+    whether ``--json`` is among the words before ``--``."""
     command = ctx.meta.get(_JSON_META)
-    if command is not None or not isinstance(exc, click.UsageError):
+    if command is not None or not isinstance(exc, (click.UsageError, KeyboardInterrupt)):
         return command
     words: list[str] = ctx.meta.get(_ARGV_META, [])
+    if isinstance(exc, KeyboardInterrupt):  # stopped before the flag was read (its import)
+        return json_command(words)
     if "--json" not in (words[: words.index("--")] if "--" in words else words):
         return None
     path = (exc.ctx or ctx).command_path

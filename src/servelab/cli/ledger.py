@@ -250,7 +250,7 @@ def ledger_export(
     async def body(ledger: Ledger) -> ExportSummary:
         if fmt == "csv":  # every table's file, by the rule manifest.json was checked by
             for table in _tables(ledger, not no_records):
-                check_overwrite(Path(out) / f"{table}.csv", force)
+                check_overwrite(Path(out) / f"{table}.csv", force, makes_folder=True)
             return export_csv(ledger, Path(out), records=not no_records, chunk_bytes=chunk_bytes)
         return export_stream(ledger, fmt, out, records=not no_records, chunk_bytes=chunk_bytes)
 
@@ -262,7 +262,8 @@ def ledger_export(
             param_hint="OUT",
         )
     if out != "-":
-        check_overwrite(Path(out) / "manifest.json" if fmt == "csv" else Path(out), force)
+        csv = fmt == "csv"  # its folder is made (its parents too)
+        check_overwrite(Path(out) / "manifest.json" if csv else Path(out), force, makes_folder=csv)
     summary = run_with_ledger(where, body, create=False, reads_only=True)
     if out == "-":
         return

@@ -17,6 +17,7 @@ __all__ = [
     "check_overwrite",
     "descriptor",
     "existing",
+    "folder_refusal",
     "link_refusal",
     "linked_folder",
     "unused_stem",
@@ -106,14 +107,37 @@ def linked_folder(out_dir: Path, rel: str) -> str | None:
     return None
 
 
-def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
+def folder_refusal(path: Path) -> str | None:
+    """Why ``path`` cannot be written where it is named: its folder is not there (a dangling
+    link too) or is no folder; None when it is one, or when it cannot be looked at (the write
+    says why)."""
+    folder = path.parent
+    try:
+        found = os.stat(folder)  # follows links: a link to a folder is one
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.lexists(folder) and not os.path.islink(folder):
+            return f"cannot write {path}: {folder} is not a directory"
+        return f"cannot write {path}: no directory {folder} (create it first)"
+    except (OSError, ValueError):  # unreadable, too long, a NUL: the write's own words
+        return None
+    if not stat.S_ISDIR(found.st_mode):
+        return f"cannot write {path}: {folder} is not a directory"
+    return None
+
+
+def check_overwrite(
+    path: Path, force: bool, option: str = "--force", *, makes_folder: bool = False
+) -> None:
     """The one rule of every writer of a user's file: an existing regular file that holds
     anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`, exit 2,
     the file untouched); an empty one destroys nothing, a FIFO or a character device is streamed
     into, never "overwritten", and a link to a regular file, a folder or nothing is refused,
-    ``option`` or not (:func:`link_refusal`), before any work; so are a folder itself and a
-    block device (:func:`block_refusal`: it holds a disk's bytes)."""
+    ``option`` or not (:func:`link_refusal`), before any work; so are a folder itself, a block
+    device (:func:`block_refusal`: it holds a disk's bytes) and a folder that is not there
+    (:func:`folder_refusal`), unless the writer makes it (``makes_folder``: an export's)."""
     refused = link_refusal(path) or (None if descriptor(path) is not None else block_refusal(path))
+    if refused is None and not makes_folder:
+        refused = folder_refusal(path)
     if refused is not None:
         raise OptionError(refused)
     found = existing(path)

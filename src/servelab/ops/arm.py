@@ -43,6 +43,7 @@ from servelab.core.bench.contract import (
     BenchConfig,
     BenchProgressFn,
     LevelSummary,
+    RunResult,
 )
 from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.events import KnobVerifiedLive
@@ -250,7 +251,8 @@ class Measured:
     server_throughput: Mapping[int, float]
     failed_requests: int
     bench_run_ids: tuple[int, ...]
-    #: the answer probes' answers (empty: answers not checked); the load requests beside them
+    #: the answer probes' answers (empty: answers not checked); the load requests sent beside
+    #: them (a request a deadline or a stop cut before it was sent is not)
     answers: tuple[Answer, ...] = ()
     requests: int = 0
     #: every run's request records (the client's own view of its load)
@@ -303,7 +305,7 @@ async def measure(
         run_ids += [r.run_id for r in result.runs if r.run_id is not None]
         answers += [a for r in result.runs for a in r.answers]
         records += [rec for r in result.runs for rec in r.records]
-        requests += sum(len(r.records) for r in result.runs)
+        requests += _sent(result.runs)
         failed += result.n_failed
         for lvl in result.levels:
             values[lvl.concurrency] = _value(metric, lvl)
@@ -312,6 +314,12 @@ async def measure(
             served[conc] = counted[-1]  # the servers' own tok/s: a cross-check of throughput
     return Measured(values, bench_s, served, failed, tuple(run_ids), tuple(answers), requests,
                     tuple(records))  # fmt: skip
+
+
+def _sent(runs: Sequence[RunResult]) -> int:
+    """The load requests the runs sent (a run cut by its deadline or a stop sent fewer than it
+    planned: the others' records were never sent)."""
+    return sum(1 for run in runs for record in run.records if record.sent_ns)
 
 
 def _value(metric: AbMetric, level: LevelSummary) -> float:
@@ -343,4 +351,5 @@ async def _capacity(
                          f"({cap.stop}): no capacity to compare")  # fmt: skip
     run_ids = tuple(r.run_id for r in found.runs if r.run_id is not None)
     bench_s = {CAPACITY_LEVEL: time.monotonic() - t0}
-    return Measured({CAPACITY_LEVEL: value}, bench_s, {}, found.n_failed, run_ids)
+    return Measured({CAPACITY_LEVEL: value}, bench_s, {}, found.n_failed, run_ids,
+                    requests=_sent(found.runs))  # fmt: skip

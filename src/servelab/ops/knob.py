@@ -50,7 +50,6 @@ from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.arguments import (
     argument_knob,
-    engine_arguments,
     live_argument,
     place_path,
     read_places,
@@ -60,7 +59,7 @@ from servelab.ops.arguments import (
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
-from servelab.ops.sharedfile import env_blank, file_readers, launch_reading, read_back
+from servelab.ops.sharedfile import file_readers, launch_reading, read_back, set_reading
 
 __all__ = [
     "check_setting",
@@ -280,13 +279,6 @@ async def _reader(op: Operation, other: str, knob: Knob) -> tuple[str, bool, str
     return other, True, said.value, said.known
 
 
-async def _engine_value(op: Operation, service: str, knob: Knob, live: str | None) -> str | None:
-    """What the engine reports it runs with, when it says (else ``live``): a process that read
-    another value than its files say now is not "already running with" the new one."""
-    reported = (await engine_arguments(op, service, [knob])).get(knob.name)
-    return reported.value if reported is not None and reported.known else live
-
-
 async def set_knob(
     target: SpecOrOperation,
     service: str,
@@ -306,7 +298,8 @@ async def set_knob(
     that cannot take a record (read-only, a full disk) is refused first, nothing written; one
     that fails the record after all (the disk filled meanwhile) has the file put back.
     ``restart_needed`` is true when the service runs with another value (or its live value could
-    not be read: ``live_error``), or another service that reads the same file does (``shared``).
+    not be read: ``live_error``; a router's, as :func:`~servelab.ops.sharedfile.set_reading`
+    reads it), or another service that reads the same file does (``shared``).
     """
     svc = target.spec.service(service)
     value = check_setting(target.spec, service, name, value)
@@ -331,9 +324,7 @@ async def set_knob(
                 await _put_back(op, service, path, backup_path)
                 raise
         pid, live, live_error = await _live_value(op, service, name)
-        if pid is not None and not knob.is_env and same_value(live, value):
-            live = await _engine_value(op, service, knob, live)
-        live_read = not (pid and knob.is_env and live is None and await env_blank(op, service, pid))
+        live, live_read, launched = await set_reading(op, service, pid, knob, live, value)
         unread = await _unread(op, service, knob) if pid is not None else None
         shared = [await _reader(op, other, knob) for other in
                   await file_readers(op, service, path, place)]  # fmt: skip
@@ -361,6 +352,7 @@ async def set_knob(
         shared=tuple((other, seen) for other, seen, _ in stale),
         shared_unread=tuple(other for other, _, read in stale if not read),
         live_read=live_read,
+        launched=launched,
     )
 
 

@@ -9,7 +9,7 @@ back", never "unset"); an arm (:mod:`servelab.ops.arm`) reads its value back fro
 from __future__ import annotations
 
 from servelab.core.deploy.topology import file_identity, file_sharers
-from servelab.core.knob import Knob
+from servelab.core.knob import Knob, same_value
 from servelab.core.knobs.places import LiveSource
 from servelab.core.knobs.rules import live_verdict
 from servelab.core.knobs.serverinfo import Reported
@@ -27,6 +27,7 @@ __all__ = [
     "launch_reading",
     "launched_env_value",
     "read_back",
+    "set_reading",
 ]
 
 
@@ -121,6 +122,28 @@ async def launch_reading(
     if launched is None or live_verdict(file, launched.get(name)).ok:
         return None, False
     return launched, True
+
+
+async def set_reading(
+    op: Operation, service: str, pid: int | None, knob: Knob, live: str | None, value: str | None
+) -> tuple[str | None, bool, bool | None]:
+    """``knob set``'s reading of running ``service`` (``pid``) once ``value`` is written:
+    ``(live, read, launched)``. An argument its process shows at ``value``: what the engine
+    reports it runs with, when it says (a process that read another value than its files say
+    now is not "already running with" the new one). An env knob not found in an environment
+    that reads blank (a router that wrote over it) is not read back (``read`` False: a restart
+    is needed), unless the copy of the env file servelab kept when it launched it
+    (:func:`env_at_launch`) holds ``value``: what it was started with, live (``launched``
+    True). Else ``live`` as read."""
+    if pid is not None and not knob.is_env and same_value(live, value):
+        reported = (await engine_arguments(op, service, [knob])).get(knob.name)
+        return (reported.value if reported is not None and reported.known else live), True, None
+    if not (pid and knob.is_env and live is None and await env_blank(op, service, pid)):
+        return live, True, None
+    copy = await env_at_launch(op, service, pid)
+    if copy is None or not same_value(copy.get(knob.name), value):
+        return None, False, None
+    return copy.get(knob.name), True, True
 
 
 async def launched_env_value(op: Operation, service: str, name: str) -> Reported:

@@ -16,7 +16,6 @@ from rich.table import Table
 from servelab.core.bench.contract import BenchResult, LevelSummary
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.bursts import burst_places
-from servelab.core.load.metrics import CUT_REASONS
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.records import RequestRecord
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
@@ -176,14 +175,11 @@ def failure_lines(result: BenchResult) -> list[str]:
     """One line per concurrency with failures: how many and why."""
     lines = []
     for level in result.levels:
-        failures = {r: n for r, n in level.failures.items() if r not in CUT_REASONS}
-        cut = sum(level.failures.values()) - sum(failures.values())
-        if failures:
-            why = ", ".join(f"{n} {reason}" for reason, n in failures.items())
-            failed = level.n_requests - level.n_ok - cut
-            lines.append(f"{level_label(level.concurrency)}: {failed} failed ({why})")
-        if cut:
-            lines.append(f"{level_label(level.concurrency)}: {cut} cut by the run's end "
+        if level.failures:
+            why = ", ".join(f"{n} {reason}" for reason, n in level.failures.items())
+            lines.append(f"{level_label(level.concurrency)}: {level.failed} failed ({why})")
+        if level.n_cut:
+            lines.append(f"{level_label(level.concurrency)}: {level.n_cut} cut by the run's end "
                          "(--deadline or a stop), not counted as failures")  # fmt: skip
     return lines
 

@@ -151,6 +151,9 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
         )
     elif change.shared:
         lines.append(f"  restart needed: the new value becomes live after `{restart}`")
+    elif change.running and change.launched:
+        lines.append(f"  {change.service} already runs with this value (the env file servelab "
+                     "kept when it launched it holds it); no restart needed")  # fmt: skip
     elif change.running:
         lines.append(f"  {change.service} already runs with this value; no restart needed")
     else:

@@ -60,6 +60,7 @@ def _without_interval_additions(doc: Any) -> Any:
     assert doc.pop("path") == "straight (no proxy variable set for its scheme)"
     for level in doc["levels"]:
         assert level.pop("usage_disagreed") == 0  # added with the bounds on usage counts
+        assert level.pop("cut") == 0  # a level's cut requests apart from its failures since
         ci = level["output_throughput_ci"]
         assert (ci.pop("estimate"), ci.pop("n")) == (level["output_throughput"]["mean"], 1)
     return doc

@@ -109,7 +109,7 @@ class ArmVisit:
     ``position`` is its place in the visit plan, ``order`` its round's order (``256→512``);
     ``overhead_s`` the set + restart + verify time, ``bench_s`` each concurrency's run time;
     ``server_throughput`` the output tok/s the decodes' own counters gave per concurrency (whole
-    run; absent: unknown)."""
+    run; absent: unknown); ``load_requests`` the requests its runs sent (a deadline: fewer)."""
 
     arm: str
     round: int
@@ -128,6 +128,7 @@ class ArmVisit:
     #: the pair layer's failed checks when the arm was made live (None: every pair agreed):
     #: the arm is measured, but never kept
     pair_failed: Annotated[tuple[str, ...] | None, OMITTED_IF_NONE] = None
+    load_requests: Annotated[int | None, OMITTED_IF_NONE] = None  # None: recorded before counted
 
     @property
     def cost(self) -> VisitCost:

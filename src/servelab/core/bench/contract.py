@@ -196,13 +196,15 @@ class LevelSummary:
     """Everything measured at one concurrency, pooled over its repeats (all times in ms).
 
     The JSON names are the aliases (what ``bench --json`` always printed); ``failed`` is derived:
-    written, ignored when read."""
+    written, ignored when read. A request cut by the run's end (``--deadline``, a stop:
+    :data:`~servelab.core.load.metrics.CUT_REASONS`) is ``cut``: neither ok, nor failed, nor
+    among ``failures`` (as the result's own ``failed`` and ``cut``)."""
 
     concurrency: int
     n_runs: Annotated[int, Field(alias="runs")]
     n_requests: Annotated[int, Field(alias="requests")]
     n_ok: Annotated[int, Field(alias="ok")]
-    #: failed requests per reason, most frequent first
+    #: failed requests per reason, most frequent first (a cut request is not among them)
     failures: Mapping[str, int]
     throughput: Annotated[Summary, Field(alias="output_throughput")]
     throughput_ci: Annotated[Interval, Field(alias="output_throughput_ci")]
@@ -229,12 +231,14 @@ class LevelSummary:
     #: requests whose engine ``usage`` counts were not believed (negative, not whole, past the
     #: bound, fewer than the content events): their counted events stood instead
     usage_disagreed: int = 0
+    #: requests cut by the run's end (``--deadline``, a stop): not failures
+    n_cut: Annotated[int, Field(alias="cut")] = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def failed(self) -> int:
-        """Requests that failed."""
-        return self.n_requests - self.n_ok
+        """Requests that failed (a cut one did not)."""
+        return self.n_requests - self.n_ok - self.n_cut
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ class StoredLevel(TypedDict, total=False):
     cache: JsonValue
     answers: JsonValue
     usage_disagreed: int
+    cut: int
 
 
 class OldLevel(StoredLevel, total=False):

@@ -54,7 +54,7 @@ def summarize_level(
         n_runs=len(runs),
         n_requests=len(records),
         n_ok=len(ok),
-        failures=m.failures_by_reason(records),
+        failures=m.failures_by_reason(r for r in records if not m.is_cut(r)),
         throughput=summarize(tput),
         throughput_ci=t_interval(tput),
         steady_throughput=summarize(
@@ -75,6 +75,7 @@ def summarize_level(
         slo=None if slo is None else m.slo_attainment(records, slo),
         cache=cache_summary(records),
         usage_disagreed=sum(1 for r in records if r.usage_disagreed),
+        n_cut=sum(1 for r in records if m.is_cut(r)),
     )
 
 

@@ -27,6 +27,7 @@ from servelab.core.bench.shapes import (
     StoredSample,
 )
 from servelab.core.ledger.codec import decode, encode
+from servelab.core.load.metrics import CUT_REASONS
 from servelab.core.stats import summarize
 from servelab.errors import RecordError
 
@@ -103,12 +104,28 @@ def _renamed(old: OldLevel) -> StoredLevel:
     return out
 
 
+def _cut_apart(level: StoredLevel) -> None:
+    """A level stored before its ``cut`` existed counted the requests its run's end cut among its
+    ``failures``: they are taken out into ``cut`` (so ``failed`` reads as it does today)."""
+    failures = level.get("failures")
+    if "cut" in level or not isinstance(failures, Mapping):
+        return
+    cut = {r: n for r, n in failures.items() if r in CUT_REASONS}
+    counts = [n for n in cut.values() if isinstance(n, int) and not isinstance(n, bool)]
+    if len(counts) != len(cut):  # not counts: the codec refuses the level as it always did
+        return
+    level["failures"] = {r: n for r, n in failures.items() if r not in CUT_REASONS}
+    level["cut"] = sum(counts)
+
+
 def _upgrade_level(old: OldLevel) -> StoredLevel:
     """A run's stored ``level`` of any age → today's :class:`LevelSummary` JSON: a sample not
-    stored reads as empty, a statistic missing from a stored sample as NaN."""
+    stored reads as empty, a statistic missing from a stored sample as NaN, a cut request
+    counted among the failures (before ``cut``) as cut."""
     level: StoredLevel = {"concurrency": 0, "runs": 0, "requests": 0, "ok": 0, "failures": {},
                      "goodput": None, "output_tokens_from_usage": False}  # fmt: skip
     level.update(_renamed(old))
+    _cut_apart(level)
     empty: StoredSample = encode(summarize([]))
     for name in _SUMMARIES:
         sample = level.get(name)

@@ -70,6 +70,9 @@ class KnobChange:
     #: sglang-router's title ``sglang::router`` does): ``live`` None is a value not read back,
     #: never "unset", and the restart is needed.
     live_read: bool = True
+    #: True: that router's ``live`` read from the copy of the env file servelab kept when it
+    #: launched it, which holds the new value (it runs with it: no restart); omitted otherwise.
+    launched: Annotated[bool | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ __all__ = [
     "e2e_ns",
     "failures_by_reason",
     "gaps_ns",
+    "is_cut",
     "itl_ns",
     "meets_slo",
     "run_metrics",
@@ -232,7 +233,7 @@ def _clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return low, high
 
 
-def _cut(record: RequestRecord) -> bool:
+def is_cut(record: RequestRecord) -> bool:
     """Cut by the run's end (a deadline, a stop), not failed by the server."""
     return not record.ok and record.error in CUT_REASONS
 
@@ -262,12 +263,16 @@ def _censored_ns(record: RequestRecord, objective: Objective) -> list[float]:
 
 def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveResult:
     each = [
-        _values_ns(r, objective.metric) if r.ok else _censored_ns(r, objective) if _cut(r) else None
+        _values_ns(r, objective.metric)
+        if r.ok
+        else _censored_ns(r, objective)
+        if is_cut(r)
+        else None
         for r in records
     ]
     values = sorted(v for got in each if got is not None for v in got)
     unknown = sum(1 for r, got in zip(records, each, strict=True)
-                  if _cut(r) and r.sent_ns and not got)  # fmt: skip
+                  if is_cut(r) and r.sent_ns and not got)  # fmt: skip
     failed = sum(got is None for got in each)
     limit = objective.limit_ms * 1e6
     within = sum(v <= limit for v in values)
@@ -282,7 +287,7 @@ def slo_attainment(records: Sequence[RequestRecord], slo: SLO) -> SloAttainment:
     """The measured (not warm-up) ``records`` against ``slo``; a request cut by the run's end
     judged as far as it went (see the module docstring)."""
     measured = [r for r in records if not r.warmup]
-    counted = [r for r in measured if not _cut(r) or r.sent_ns]  # a cut one sent: never good
+    counted = [r for r in measured if not is_cut(r) or r.sent_ns]  # a cut one sent: never good
     return SloAttainment(
         slo,
         tuple(_judge(measured, o) for o in slo.objectives),
@@ -376,7 +381,7 @@ def run_metrics(
     window = window_ns if window_ns is not None else _window_ns(measured)
     seconds = window / 1e9
     ok = [r for r in measured if r.ok]
-    cut = sum(1 for r in measured if not r.ok and r.error in CUT_REASONS)
+    cut = sum(1 for r in measured if is_cut(r))
     tokens = sum(r.output_tokens for r in ok)
     good = None if slo is None else sum(1 for r in ok if meets_slo(r, slo)) / seconds
     return RunMetrics(

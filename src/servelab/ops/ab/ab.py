@@ -133,7 +133,7 @@ async def _measure(
                         visit=visit.position, round_=visit.round, span_s=cfg.span_s)  # fmt: skip
     return replace(visit, throughput=got.throughput, failed_requests=got.failed_requests,
                    bench_run_ids=got.bench_run_ids, bench_s=got.bench_s,
-                   server_throughput=got.server_throughput,
+                   server_throughput=got.server_throughput, load_requests=got.requests,
                    answers=None if session is None else got.answers)  # fmt: skip
 
 
@@ -308,7 +308,10 @@ def _judged(
 
 
 def _requests(cfg: AbConfig, visit: ArmVisit) -> int:
-    """The load requests a visit sent beside its probes (its levels' runs, as configured)."""
+    """The load requests a visit sent beside its probes (a visit recorded before they were
+    counted: its levels' runs, as configured)."""
+    if visit.load_requests is not None:
+        return visit.load_requests
     return cfg.bench.requests * len(visit.throughput)
 
 
