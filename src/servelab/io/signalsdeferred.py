@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["stop_signals_deferred"]
 
@@ -22,14 +23,14 @@ def stop_signals_deferred() -> Iterator[None]:
     def note(signum: int, _frame: object) -> None:
         came.append(signum)
 
-    before: dict[int, object] = {}
+    before: dict[int, Any] = {}
     with contextlib.suppress(ValueError):  # not the main thread: not ours to handle
-        for sig in _STOP_SIGNALS:
-            before[sig] = signal.signal(sig, note)
+        for stop in _STOP_SIGNALS:
+            before[stop] = signal.signal(stop, note)
     try:
         yield
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
-        for sig in came:
-            signal.raise_signal(sig)
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for signum in came:
+            signal.raise_signal(signum)
