@@ -71,7 +71,7 @@ async def apply_knobs(
     the knob change is already recorded, so the case event must record how it ended."""
     done = Applied([])
     found = [KnobBack(s, k, await get_knob(op, s, k)) for s, k, _v in wanted]
-    async with as_found(op, found):  # a stop signal: the knobs put back, the services up
+    async with as_found(op, found, case_id=case_id):  # a stop signal: put back, under the case
         for service, knob, value in wanted:
             say(KnobSetting(service, knob, value))
             change = await set_knob(
@@ -85,7 +85,7 @@ async def apply_knobs(
             say(StepFailed(str(exc)))
             done.error = str(exc)
             done.put_back = await put_back(op, found, reason=f"{reason}: {REFUSED}",
-                                           failure=str(exc))  # fmt: skip
+                                           failure=str(exc), case_id=case_id)  # fmt: skip
             return done
         try:
             done.report = await _verify(op, ledger, say)
