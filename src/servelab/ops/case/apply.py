@@ -85,7 +85,7 @@ async def apply_knobs(
             say(StepFailed(str(exc)))
             done.error = str(exc)
             done.put_back = await put_back(op, found, reason=f"{reason}: {REFUSED}",
-                                           failure=str(exc), case_id=case_id)  # fmt: skip
+                                           failure=str(exc))  # fmt: skip
             return done
         try:
             done.report = await _verify(op, ledger, say)
