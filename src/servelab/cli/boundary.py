@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import uvloop
 
-from servelab.cli.stopsignals import ignoring_stop_signals, offering_second
+from servelab.cli.stopsignals import holding, ignoring_stop_signals, offering_second
 from servelab.cli.stopsignals import received as _received
 from servelab.cli.streams import KeptStreams
 from servelab.core.deploy.refusals import CaseRefused, PortRefused, RunRefused, VerifyRefused
@@ -73,6 +73,7 @@ __all__ = [
     "run",
     "said_all",
     "stop_on_signals",
+    "stopped_by",
 ]
 
 EXIT_OK = 0
@@ -199,24 +200,31 @@ def interruption_noted() -> bool:
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:
-    """SIGTERM's and SIGHUP's handler: what SIGINT does now. In :func:`run`, asyncio's own
-    SIGINT handler cancels the main task (its ``finally`` blocks run) and a second signal stops
-    at once; elsewhere the command stops where it is."""
-    _received.append(signum)
+    """The stop signals' handler while a command runs. In :func:`run`, asyncio's own SIGINT
+    handler cancels the main task (its ``finally`` blocks run) and a second signal stops at once;
+    elsewhere the first stops the command where it is, and a later one (its stop under way: a
+    lock being released, what it left being said) or any once its work is done
+    (:func:`~servelab.cli.stopsignals.hold_from_now`) is only noted: the exit code stays the
+    first's, and no cleanup is cut in half."""
+    first = not _received
     handler = signal.getsignal(signal.SIGINT)
-    if callable(handler) and handler is not signal.default_int_handler:
-        handler(signum, frame)  # the loop's reads no number; run()'s notes only a SIGINT
+    in_loop = callable(handler) and handler not in (signal.default_int_handler, _as_ctrl_c)
+    if signum != signal.SIGINT or not in_loop:  # the loop's own notes a SIGINT
+        _received.append(signum)
+    if in_loop and callable(handler):
+        handler(signum, frame)  # the loop's reads no number
         return
-    raise Interrupted(signum)
+    if first and not holding():
+        raise Interrupted(signum)
 
 
 @contextmanager
 def _handling_stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP handled as SIGINT is while a command runs (main thread only)."""
+    """The stop signals handled by :func:`_as_ctrl_c` while a command runs (main thread only)."""
     _received.clear()
     _left.clear()
     try:
-        previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS[1:]}
+        previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS}
     except ValueError:  # not the main thread: signals are not ours to handle
         previous = {}
     try:
@@ -230,6 +238,11 @@ def _stopped_by() -> int:
     return _received[0] if _received else signal.SIGINT
 
 
+def stopped_by() -> int | None:
+    """The first stop signal the current command received (None: none)."""
+    return _received[0] if _received else None
+
+
 def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
     """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); a stop
     signal (:data:`STOP_SIGNALS`) exits 128 + its number after the coroutine's own cleanup
@@ -238,6 +251,8 @@ def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
     measured on (docs/bench.md, "The client")."""
     before = signal.getsignal(signal.SIGINT)
     try:
+        if before is _as_ctrl_c:  # asyncio's runner installs its own over the default only
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if fast else None) as runner:
             try:
                 return runner.run(offering_second(coro))

@@ -16,15 +16,32 @@ from typing import TypeVar
 
 import click
 
-from servelab.cli.boundary import EXIT_FAILED, console, error, json_option, print_json, run
+from servelab.cli.boundary import (
+    EXIT_FAILED,
+    Interrupted,
+    console,
+    err_console,
+    error,
+    interruption,
+    json_option,
+    print_json,
+    run,
+    stopped_by,
+)
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
-from servelab.cli.interrupted import naming_restart_down, naming_up_left, noting
+from servelab.cli.interrupted import (
+    naming_restart_down,
+    naming_stopped,
+    naming_up_left,
+    noting,
+)
 from servelab.cli.numbers import Finite
 from servelab.cli.options import wait_option
+from servelab.cli.stopsignals import hold_from_now, holding_once_done
 from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
 from servelab.core.options import MAX_SECONDS
-from servelab.core.restart.contract import DeployReport
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import NotALedger, StoreError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
@@ -64,19 +81,24 @@ def _operate(
     *,
     names_down: bool = False,
     names_running: bool = False,
+    names_stopped: list[str] | None = None,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command,
     holding the deployment's lock as ``kind`` needs. ``names_down`` (``restart``): a second stop
     signal that cut the cleanup short, nothing noted, has what is down read and named with the
     command that brings it back (:func:`~servelab.cli.interrupted.naming_restart_down`), never
     "interrupted" alone; ``names_running`` (``up``): what still runs, with the commands that
-    stop it or bring the rest up (:func:`~servelab.cli.interrupted.naming_up_left`)."""
+    stop it or bring the rest up (:func:`~servelab.cli.interrupted.naming_up_left`);
+    ``names_stopped`` (``down``, the services it was given): what it stopped and what still runs,
+    with the ``down`` that finishes it (:func:`~servelab.cli.interrupted.naming_stopped`)."""
     loaded = where.deployment()
     named: AbstractContextManager[None] = nullcontext()
     if names_down:
         named = naming_restart_down(lambda: loaded)
     elif names_running:
         named = naming_up_left(lambda: loaded)
+    elif names_stopped is not None:
+        named = naming_stopped(lambda: loaded, names_stopped)
     with where.exclusive(wait=wait, kind=kind), named:
         return run(_with_ledger(where, loaded, action, say))
 
@@ -113,7 +135,8 @@ def _up_or_down(
     wait: bool,
 ) -> None:
     report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json),
-                      names_running=action is deploy.up)  # fmt: skip
+                      names_running=action is deploy.up,
+                      names_stopped=list(services) if action is deploy.down else None)  # fmt: skip
     if report.error is not None:  # down, not recorded: it stopped all the same
         error(f"{report.action}: {report.error}")
     _show(deploy_json(report), render_deploy(report), as_json, report.ok)
@@ -165,7 +188,7 @@ def _down_unrecorded(
     """``down`` with a ledger that cannot even be opened (its disk full, unreadable): the
     deployment is stopped all the same, and the report says it was not recorded (exit 1)."""
     loaded = where.deployment()
-    with where.exclusive(wait=wait):
+    with where.exclusive(wait=wait), naming_stopped(lambda: loaded, list(services)):
         report = run(_in_operation(loaded, lambda op: deploy.down(op, list(services) or None),
                                    _quiet(as_json)))  # fmt: skip
     report.error = f"not recorded in the ledger: {exc}"
@@ -233,23 +256,50 @@ def restart_command(
     if rolling:
         _rolling(services, where, as_json, wait, (no_verify, rollback), drain_timeout_s)
         return
-    try:
-        report = _operate(
-            where,
-            wait,
-            lambda op: deploy.restart(
+    done: list[RestartReport] = []
+    first: int | None = None
+
+    async def restarted(op: Operation) -> RestartReport:
+        try:
+            report = await deploy.restart(
                 op, list(services) or None, verify_after=not no_verify, rollback=rollback
-            ),
-            _quiet(as_json),
-            names_down=True,
-        )
-    except RestartLeftDown as exc:  # --json: the report (error, down, recovery); one line too
-        if not as_json:
+            )
+        except RestartLeftDown:
+            hold_from_now()  # its work ended: a signal now is only noted, the report said
             raise
-        print_json(restart_json(exc.report))
-        error(exc)
-        raise SystemExit(EXIT_FAILED) from None
-    _show(restart_json(report), render_restart(report), as_json, report.ok)
+        done.append(report)
+        hold_from_now()
+        return report
+
+    with holding_once_done():
+        try:
+            report = _operate(where, wait, restarted, _quiet(as_json), names_down=True)
+        except RestartLeftDown as exc:  # --json: the report (error, down, recovery); one line too
+            if not as_json and not stopped_by():
+                raise
+            if as_json:
+                print_json(restart_json(exc.report))
+            error(exc)
+            _exit_stopped()
+            raise SystemExit(EXIT_FAILED) from None
+        except Interrupted as exc:  # a signal as it ended (its cleanup cancelled): its report
+            if not done:
+                raise
+            report, first = done[0], exc.signum
+        try:
+            _show(restart_json(report), render_restart(report), as_json, report.ok)
+        finally:
+            _exit_stopped(first)
+
+
+def _exit_stopped(first: int | None = None) -> None:
+    """A command whose work is done, its report said, exits by the first stop signal that came
+    meanwhile (128 + its number; one line on stderr), if one did (``first``: the one that ended
+    its run, when none was noted)."""
+    signum = stopped_by() or first
+    if signum is not None:
+        err_console.print(interruption(signum), style="yellow")
+        raise SystemExit(128 + signum)
 
 
 def _rolling(

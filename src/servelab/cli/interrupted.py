@@ -32,6 +32,8 @@ interrupted put-back is.
 :func:`naming_restart_down` is ``restart``'s: a second signal that cut its cleanup short (two
 signals ~50 ms apart) left nothing noted; what is down is read the same way and said as an
 interrupted restart says it (``restart interrupted; down: ...; bring them back with: ...``).
+:func:`naming_up_left` is ``up``'s (what still answers), :func:`naming_stopped` ``down``'s (what
+it stopped, what still runs, and the ``down`` that finishes it).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from servelab.cli.boundary import (
     run,
 )
 from servelab.cli.stopsignals import second_signal_to
+from servelab.core.deploy.topology import down_plan
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import ServelabError
@@ -61,11 +64,11 @@ from servelab.ops.deploy.putback import (
 )
 from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
-from servelab.ops.deploy.upcheck import left_down, running_services
-from servelab.report.deploy import render_interruption, render_up_left
+from servelab.ops.deploy.upcheck import left_down, running_processes, running_services
+from servelab.report.deploy import render_down_left, render_interruption, render_up_left
 from servelab.report.putback import render_left_down, render_put_back
 
-__all__ = ["naming_down", "naming_restart_down", "naming_up_left", "noting"]
+__all__ = ["naming_down", "naming_restart_down", "naming_stopped", "naming_up_left", "noting"]
 
 T = TypeVar("T")
 
@@ -177,3 +180,22 @@ def _up_left(deployment: Callable[[], LoadedSpec]) -> Left | None:
     if not running:
         return None
     return Left(render_up_left(running, loaded.spec_args), None, None, "running", list(running))
+
+
+@contextlib.contextmanager
+def naming_stopped(deployment: Callable[[], LoadedSpec], services: list[str]) -> Iterator[None]:
+    """For ``down``'s block (stopping ``services``, all when empty): stopped by a signal with
+    nothing noted, what it stopped and what still runs (read from the pid records and processes)
+    are named, with the command that finishes it (``servelab down -f SPEC [SERVICES]`` again)."""
+    with _net(lambda: _down_left(deployment, services)):
+        yield
+
+
+def _down_left(deployment: Callable[[], LoadedSpec], services: list[str]) -> Left:
+    loaded = deployment()
+    plan = down_plan(loaded.spec, services or None)
+    running = run(running_processes(loaded, plan))
+    stopped = [name for name in plan if name not in running]
+    finish = ["servelab", "down", *loaded.spec_args, *services]
+    record = {"stopped": stopped, "running": running, "finish": shlex.join(finish)}
+    return Left(render_down_left(stopped, running, finish), None, None, "left", record)

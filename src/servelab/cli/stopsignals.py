@@ -16,6 +16,9 @@ from typing import Any, TypeVar
 
 __all__ = [
     "connect_race",
+    "hold_from_now",
+    "holding",
+    "holding_once_done",
     "ignoring_stop_signals",
     "offering_second",
     "received",
@@ -29,6 +32,9 @@ _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: The stop signals received since the current command began, first first.
 received: list[int] = []
+
+#: Whether a command's work is done (:func:`hold_from_now`): a stop signal is then only noted.
+_hold = [False]
 
 #: Who takes a second stop signal in :func:`~servelab.cli.boundary.run`, if anyone.
 _second: ContextVar[Callable[[], bool] | None] = ContextVar("servelab_second", default=None)
@@ -56,9 +62,11 @@ async def offering_second(coro: Coroutine[Any, Any, T]) -> T:
 
     def offered(signum: int, frame: Any) -> None:
         nonlocal count
-        count += 1
         if signum == signal.SIGINT:
             received.append(signum)
+        if _hold[0]:  # the work is done: noted, its report still said
+            return
+        count += 1
         if count == 2 and take():
             return
         if callable(loops):
@@ -68,6 +76,29 @@ async def offering_second(coro: Coroutine[Any, Any, T]) -> T:
         signal.signal(signal.SIGINT, offered)
     asyncio.get_running_loop().set_exception_handler(_unless_connect_race)
     return await coro
+
+
+def hold_from_now() -> None:
+    """The command's work is done: until the end of :func:`holding_once_done`'s block, a stop
+    signal is only noted in :data:`received` (its report is still printed, its lock released,
+    and it exits by the first signal's code), never acted on."""
+    _hold[0] = True
+
+
+def holding() -> bool:
+    """Whether stop signals are only noted now (:func:`hold_from_now`)."""
+    return _hold[0]
+
+
+@contextmanager
+def holding_once_done() -> Iterator[None]:
+    """The block in which :func:`hold_from_now` holds stop signals (from its call to the block's
+    end)."""
+    _hold[0] = False
+    try:
+        yield
+    finally:
+        _hold[0] = False
 
 
 def connect_race(context: Mapping[str, object]) -> bool:

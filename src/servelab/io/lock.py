@@ -59,6 +59,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from servelab.errors import DeploymentBusy, HostError
+from servelab.io.signalsdeferred import stop_signals_deferred
 
 __all__ = [
     "LOCK_DIR_ENV",
@@ -168,13 +169,16 @@ class DeploymentLock:
         return None if found is None or found.unnamed is None else (found.path, found.unnamed)
 
     def release(self) -> None:
-        """Release every file; the last of nested holds of the same files only."""
+        """Release every file; the last of nested holds of the same files only. A stop signal
+        that comes meanwhile waits until every file is released (one cut in the middle would
+        leave the rest naming this process: the next command would say it "took over")."""
         self._depth -= 1
         if self._depth > 0:
             return
         _HELD.pop(self._key, None)
-        for lock in reversed(self._files):
-            lock.release()
+        with stop_signals_deferred():
+            for lock in reversed(self._files):
+                lock.release()
 
 
 #: The lock files, and the holds, this process holds (for re-entry).

@@ -62,6 +62,7 @@ __all__ = [
     "RestartWords",
     "deploy_json",
     "render_deploy",
+    "render_down_left",
     "render_interruption",
     "render_restart",
     "render_rolling",
@@ -277,6 +278,14 @@ def render_up_left(running: Sequence[str], spec_args: Sequence[str]) -> str:
     up = shlex.join(["servelab", "up", *spec_args])
     return (f"up interrupted; still running: {', '.join(running)}; stop them with: {down} "
             f"(or bring the rest up with: {up})\n")  # fmt: skip
+
+
+def render_down_left(stopped: Sequence[str], running: Sequence[str], finish: Sequence[str]) -> str:
+    """A ``down`` stopped by a signal: what it stopped, what still runs, and the command that
+    finishes it (``finish``)."""
+    still = ", ".join(running) or "nothing"
+    return (f"down interrupted; stopped: {', '.join(stopped) or 'nothing'}; still running: "
+            f"{still}; finish with: {shlex.join(finish)}\n")  # fmt: skip
 
 
 @dataclass(frozen=True)

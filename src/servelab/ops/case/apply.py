@@ -71,7 +71,7 @@ async def apply_knobs(
     the knob change is already recorded, so the case event must record how it ended."""
     done = Applied([])
     found = [KnobBack(s, k, await get_knob(op, s, k)) for s, k, _v in wanted]
-    async with as_found(op, found):  # a stop signal: the knobs put back, the services up
+    async with as_found(op, found, case_id=case_id):  # a stop signal: put back, under the case
         for service, knob, value in wanted:
             say(KnobSetting(service, knob, value))
             change = await set_knob(

@@ -8,29 +8,22 @@ restart, with the router stopped and the decode starting, during a measurement o
 :class:`PutBackInterrupted` carrying what it did (:class:`~servelab.core.deploy.putback.PutBack`),
 so the CLI says it (text and ``--json``) and exits 128 + the signal.
 
-:func:`put_back` writes each knob back to the value found (recorded, as ``knob set`` records),
-then co-restarts the services (and their dependents) when one is down or runs with another value
-than found; nothing is restarted when everything already is as found. Before it starts anything,
-what the interrupted step started is stopped and each port is free
-(:func:`~servelab.ops.deploy.settle.settle`; a launch cut by the signal is finished and recorded
-first, so it is stopped: it never holds the port the put-back's engine needs). It runs in a task
-of its own (a fresh cancellation count, so the timeouts inside it work as usual) with the stop
-signals taken over: a second signal cancels the put-back itself (never a ``KeyboardInterrupt``
-raised in the middle of a write), and the result names exactly the services left down and the
-command that brings them back (``servelab up -f SPEC``), as an interrupted ``restart`` does.
-What is down, and which knob a running service still holds at another value than its file
-(the value of the step that was cut: an A/B's candidate), is then read from the services and
-their processes as ``knob diff`` reads them, never assumed from the step the signal cut
-(:func:`still_live`: a router, its command line written over, by what it reports it routes
-with, and, when it has not reported that yet, said not read back, never a value); a service
-still running another value is put back with ``servelab restart -f SPEC SERVICE``.
+:func:`put_back` writes each knob back (recorded as ``knob set`` records; under the case, for a
+case's changes: ``case_id``), then co-restarts the services (and their dependents) when one is
+down or runs another value than found. Before it starts anything, what the interrupted step
+started is stopped and each port is free (:func:`~servelab.ops.deploy.settle.settle`). It runs in
+a task of its own with the stop signals taken over: a second signal cancels the put-back itself
+(never a ``KeyboardInterrupt`` in the middle of a write; a knob's write it cuts has its file
+read back: written back when it holds the value found), and the result names exactly the
+services left down and the command that brings them back (``servelab up -f SPEC``). What is
+down, and which knob a running service still holds at another value than its file, is then read
+from the services and their processes as ``knob diff`` reads them, never assumed
+(:func:`still_live`: a router by what it reports it routes with, else said not read back); a
+service still running another value is put back with ``servelab restart -f SPEC SERVICE``.
 
-A put-back a failure started (``failure``: an arm's restart that did not come up, a value the
-engine refused) follows the same rule: no signal has stopped the command yet, so the first one
-is held (the put-back goes on to its end) and the second stops it. With a signal held, the
-command then stops as that signal says: the signal is handed to the handler that was there before
-(the command's own: exit 128 + the signal) and :class:`PutBackInterrupted` is raised, carrying
-what the put-back did and the failure that started it.
+A put-back a failure started (``failure``: an arm's restart that did not come up, a refused
+value) holds the first signal (the second stops it), then hands it to the command's handler
+(exit 128 + the signal) and raises :class:`PutBackInterrupted` carrying the failure too.
 
 A second signal can also come before the put-back has taken the signals over (while the
 cancellation unwinds the step it cut). Each :func:`as_found` block, while open, is listed in the
@@ -136,11 +129,14 @@ def second_signal(opened: list[Unended]) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def as_found(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[None]:
-    """For the block: cancelled (a stop signal), ``found`` is put back (:func:`put_back`) and
-    :class:`PutBackInterrupted` raised, carrying what was done. Other errors pass untouched.
-    Open, the block is listed in :func:`watching_put_backs`' list; a ``KeyboardInterrupt``
-    through it (a second signal before the put-back took the signals over) leaves it there."""
+async def as_found(
+    op: Operation, found: Sequence[KnobBack], *, case_id: int | None = None
+) -> AsyncIterator[None]:
+    """For the block: cancelled (a stop signal), ``found`` is put back (:func:`put_back`, under
+    case ``case_id``) and :class:`PutBackInterrupted` raised, carrying what was done. Other
+    errors pass untouched. Open, the block is listed in :func:`watching_put_backs`' list; a
+    ``KeyboardInterrupt`` through it (a second signal before the put-back's takeover) leaves it
+    there."""
     opened, entry = _OPEN.get(), Unended(op.loaded, tuple(found))
     if opened is not None:
         opened.append(entry)
@@ -150,7 +146,8 @@ async def as_found(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[No
         _ended(opened, entry)
         raise  # an inner block put back already
     except asyncio.CancelledError as exc:
-        done = await put_back(op, found, left_down=_left_down(exc), stopped=entry.stopped)
+        done = await put_back(op, found, left_down=_left_down(exc), stopped=entry.stopped,
+                              case_id=case_id)  # fmt: skip
         _ended(opened, entry)
         raise PutBackInterrupted(done) from exc
     except Exception:
@@ -200,13 +197,15 @@ async def put_back(
     reason: str = REASON,
     failure: str | None = None,
     stopped: bool = False,
+    case_id: int | None = None,
 ) -> PutBack:
     """Put ``found`` back and the services up (see the module docstring), each knob written back
     recorded with ``reason``; what it could not do is in the result. ``failure``: the error that
     started it (None: a stop signal did); then a first signal is held and, once the put-back
     ended, :class:`PutBackInterrupted` raised (the only thing it raises). ``stopped``: a second
-    signal came before it started: nothing is put back, what is left is read and said."""
-    job = _PutBack(op, tuple(found), left_down, reason=reason, stopped=stopped)
+    signal came before it started: nothing is put back, what is left is read and said.
+    ``case_id``: the case whose changes it puts back (each knob written back recorded under it)."""
+    job = _PutBack(op, tuple(found), left_down, reason=reason, stopped=stopped, case_id=case_id)
     work = asyncio.get_running_loop().create_task(job.run())
     held: list[int] | None = None if failure is None else []
     with _signals_cancel(work, held) as previous:
@@ -271,6 +270,7 @@ class _PutBack:
     left_down: Sequence[str]
     reason: str = REASON
     stopped: bool = False
+    case_id: int | None = None
     written: list[KnobBack] = field(default_factory=list)
     restarted: tuple[str, ...] = ()
     down: set[str] = field(default_factory=set)
@@ -298,7 +298,14 @@ class _PutBack:
         for knob in self.found:
             if await get_knob(self.op, knob.service, knob.knob) != knob.value:
                 self.op.say(KnobPuttingBack(knob.service, knob.knob, knob.value))
-                await set_knob(self.op, knob.service, knob.knob, knob.value, reason=self.reason)
+                try:
+                    await set_knob(self.op, knob.service, knob.knob, knob.value,
+                                   reason=self.reason, case_id=self.case_id)  # fmt: skip
+                except asyncio.CancelledError:  # a second signal: its file read back
+                    with contextlib.suppress(asyncio.CancelledError):
+                        if await self._as_found(knob):
+                            self.written.append(knob)
+                    raise
                 self.written.append(knob)
 
     async def _restart(self) -> None:

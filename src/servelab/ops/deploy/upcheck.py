@@ -19,9 +19,10 @@ its env files and restart the other copy's processes
 What is down, the one place: :func:`not_ready` (each service's readiness probed in turn, 3 s at
 most), :func:`still_serving` (those that answer ready now), :func:`recovery_up` (the command that
 brings a deployment's stopped services back, ``servelab up -f SPEC``: what an interrupted or failed
-``up``, ``restart`` and put-back name) and :func:`left_down` (every service not ready, as an
+``up``, ``restart`` and put-back name), :func:`left_down` (every service not ready, as an
 interrupted restart's report: what a command stopped by a signal where no put-back ran left down,
-:func:`servelab.cli.interrupted.naming_down`).
+:func:`servelab.cli.interrupted.naming_down`) and :func:`running_processes` (whose process still
+runs: what an interrupted ``down`` left running, :func:`servelab.cli.interrupted.naming_stopped`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from servelab.core.deploy.spec import start_order
 from servelab.core.deploy.topology import dependencies
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import ServelabError
+from servelab.io.hosts.discovery import find_process
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, operation
 from servelab.ops.deploy.anothers import anothers_processes
@@ -47,6 +49,7 @@ __all__ = [
     "recovery_up",
     "refuse_not_serving",
     "refuse_not_up",
+    "running_processes",
     "running_services",
     "still_serving",
 ]
@@ -133,6 +136,22 @@ async def running_services(loaded: LoadedSpec) -> list[str]:
         order = start_order(op.spec)
         down = set(await not_ready(op, order))
     return [name for name in order if name not in down]
+
+
+async def running_processes(loaded: LoadedSpec, names: Iterable[str]) -> list[str]:
+    """Those of ``names`` (in their order) whose process still runs: its pid record's, else its
+    unit's, else its port's owner (a service whose host does not answer counts as running:
+    nothing says it stopped). What an interrupted ``down`` left running."""
+    running: list[str] = []
+    async with Operation(loaded) as op:
+        for name in names:
+            try:
+                alive = (await find_process(loaded, name, op.host(name))).pid is not None
+            except (ServelabError, OSError):
+                alive = True
+            if alive:
+                running.append(name)
+    return running
 
 
 async def left_down(loaded: LoadedSpec) -> RestartReport | None:
