@@ -67,10 +67,10 @@ def said(signum: int) -> str:
 
 def stopped_document(command: str, signum: int) -> str:
     """The ``--json`` failure document of ``command`` stopped by ``signum`` before it began (its
-    words plain names: no escaping needed, no ``json`` import in a signal handler)."""
-    kind = "KeyboardInterrupt" if signum == signal.SIGINT else "Interrupted"
+    words plain names: no escaping needed, no ``json`` import in a signal handler); its
+    ``error_type`` is ``Interrupted`` whichever the signal, as a command stopped later says."""
     return (f'{{\n  "command": "{command}",\n  "ok": false,\n  "error": "{said(signum)}",\n'
-            f'  "error_type": "{kind}",\n  "exit_code": {128 + signum}\n}}\n')  # fmt: skip
+            f'  "error_type": "Interrupted",\n  "exit_code": {128 + signum}\n}}\n')  # fmt: skip
 
 
 def begin() -> None:
