@@ -18,7 +18,7 @@ from servelab.core.load.workload import LengthDist
 from servelab.io import instant
 from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.jobs import Job, jobs_for
-from servelab.ops.bench.load import HANDOFF_NS, SPIN_NS, Load, sleep_until, slot_starts_ns
+from servelab.ops.bench.load import SPIN_NS, Load, sleep_until, slot_starts_ns
 from tests.support.servers import MODEL, served, streaming_app
 
 PATH = "/v1/chat/completions"
@@ -148,56 +148,4 @@ def test_a_replays_last_wait_before_its_instant_asleep_or_spinning(loop: str, as
 
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main())
-
-
-@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-@pytest.mark.parametrize("asleep", [True, False])
-def test_a_replays_wait_wakes_on_a_kernel_timer_at_its_spins_start(
-    loop: str, asleep: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The loop's timers (a millisecond coarse: a second's wait on uvloop's came back up to 2 ms
-    late, past a 1.5 ms spin's start, and the whole instant left late) sleep only until
-    HANDOFF_NS before the spin; the kernel timer that wakes the process is armed at the spin's
-    start itself (``asleep``: at the instant), once, and the instant is never left early."""
-    if not instant.available():
-        pytest.skip("no timerfd on this platform")
-    armed: list[int] = []
-    wait_until = instant.wait_until
-
-    async def arming(when_ns: int) -> None:
-        armed.append(when_ns)
-        await wait_until(when_ns)
-
-    monkeypatch.setattr(instant, "wait_until", arming)
-
-    async def main() -> None:
-        due = perf_counter_ns() + SPIN_NS + HANDOFF_NS + 20_000_000
-        await sleep_until(due, SPIN_NS, asleep)
-        assert perf_counter_ns() >= due
-        assert armed == [due if asleep else due - SPIN_NS]
-
-    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main())
-
-
-def test_a_replays_wait_without_a_kernel_timer_sleeps_on_the_loops(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """No descriptor left for a kernel timer (EMFILE): the loop's timers and the spin, never
-    before the instant."""
-
-    async def no_descriptor(_when_ns: int) -> None:
-        raise OSError(24, "Too many open files")
-
-    monkeypatch.setattr(instant, "wait_until", no_descriptor)
-
-    async def main() -> None:
-        for ahead in (0, SPIN_NS // 2, SPIN_NS + HANDOFF_NS + 3_000_000):
-            due = perf_counter_ns() + ahead
-            await sleep_until(due, SPIN_NS)
-            assert perf_counter_ns() >= due
-
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())

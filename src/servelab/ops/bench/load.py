@@ -30,19 +30,12 @@ from servelab.ops.bench.jobs import Job
 if TYPE_CHECKING:  # the replay builds its jobs for a Load: it imports this module
     from servelab.ops.bench.replay import Replay
 
-__all__ = ["HANDOFF_NS", "QUIET_NS", "SPIN_NS", "Load", "sleep_until", "slot_starts_ns"]
+__all__ = ["QUIET_NS", "SPIN_NS", "Load", "sleep_until", "slot_starts_ns"]
 
-#: How long before its instant a replay's request yields to the loop until the instant comes
-#: (a spin: the process is running when it comes), or waits asleep on a kernel timer armed at it
-#: (``asleep``: client processes on every core).
+#: How long before its instant a replay's request stops sleeping on the loop's timers (a
+#: millisecond coarse, early or late) and yields to the loop until the instant comes, or
+#: waits asleep on a kernel timer armed at it (``asleep``: client processes on every core).
 SPIN_NS = 1_500_000
-#: How long before that a replay's wait leaves the loop's timers for a kernel timer armed at the
-#: spin's start (:func:`servelab.io.instant.wait_until`): a loop's timers are a millisecond
-#: coarse (uvloop: the loop's time in whole milliseconds, each delay rounded to one), so a wait
-#: of about a second on them came back from 1.5 ms early to 2 ms late, and when late the spin
-#: had begun after the instant (docs/bench.md); a kernel timer wakes at the instant it is armed
-#: for. Any hand-off later than this (a loop woken that late) finds the spin's start past.
-HANDOFF_NS = 5_000_000
 #: A replay's heavy work (building a body, decoding one) waits while a request is due this soon.
 QUIET_NS = 2_000_000
 
@@ -52,18 +45,12 @@ async def sleep_until(when_ns: int, spin_ns: int = 0, asleep: bool = False) -> N
     timers may fire up to a millisecond early); the last ``spin_ns`` yielding to the loop's other
     work until the instant (sub-millisecond, at a core held), or with ``asleep`` on a kernel
     timer armed at the instant itself (:func:`servelab.io.instant.wait_until`; a spin where
-    there is none): what client processes that would hold every core do. With ``spin_ns``, the
-    loop's timers (a millisecond coarse) sleep until :data:`HANDOFF_NS` before the spin, and a
-    kernel timer wakes the process at the spin's start itself: the whole spin stays ahead of
-    the instant. Where there is no kernel timer (or no descriptor for one), the loop's timers
-    sleep until the spin."""
-    if spin_ns and instant.available():
-        if (coarse := when_ns - spin_ns - HANDOFF_NS - perf_counter_ns()) > 0:
-            await asyncio.sleep(coarse / 1e9)  # early or late by a millisecond or so
-        with contextlib.suppress(OSError):  # no descriptor left (EMFILE): the loop's timers
-            await instant.wait_until(when_ns if asleep else when_ns - spin_ns)
+    there is none): what client processes that would hold every core do."""
     while (delay := when_ns - perf_counter_ns()) > spin_ns:
         await asyncio.sleep((delay - spin_ns) / 1e9)
+    if spin_ns and asleep and instant.available():
+        with contextlib.suppress(OSError):  # no descriptor left (EMFILE): the spin below
+            await instant.wait_until(when_ns)
     while perf_counter_ns() < when_ns:
         await asyncio.sleep(0)
 
@@ -294,7 +281,8 @@ class Load:
         instants = _instants(plan.sessions)
         try:
             ready = await self._burst(plan, next(instants, None))
-            instant.available()  # libc's timerfd looked up before the clock starts
+            if self.asleep:
+                instant.available()  # libc's timerfd looked up before the clock starts
             t0 = perf_counter_ns() if t0 is None else t0
             while ready is not None:
                 offset, burst, jobs = ready
