@@ -10,11 +10,8 @@ an engine's step) took one of them from a spinner, its share cut for a scheduler
 ``perf_counter_ns()``: one clock) at the instant, absolute, and waits for it to be readable in the
 loop: the process sleeps until the instant itself, a high-resolution kernel timer wakes it (within
 the thread's timer slack, set to 1 µs from the default 50 µs), and a process that slept is the
-one the scheduler runs first. A replay's wait ends on it either way: at the instant (asleep) or
-at the start of its spin (:func:`servelab.ops.bench.load.sleep_until`; the loop's timers, a
-millisecond coarse, began that spin up to 2 ms late, after the instant). Where there is no
-``timerfd`` (not Linux) :func:`available` is False and callers use the loop's timers as before
-(libc is looked up at the first call, not at import).
+one the scheduler runs first. Where there is no ``timerfd`` (not Linux) :func:`available` is
+False and callers spin as before (libc is looked up at the first call, not at import).
 """
 
 from __future__ import annotations
