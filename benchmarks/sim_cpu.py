@@ -73,7 +73,8 @@ def _request_parts(repeats: int) -> dict[str, float]:
         "bootstrap_port": 18000,
     }  # fmt: skip
     raw = json.dumps(body).encode()
-    parsed = parse_request("chat", decode_body(raw), "simulated")
+    decoded = decode_body(raw)
+    parsed = parse_request("chat", decoded, "simulated")
     assert isinstance(parsed, GenRequest)
     req, item = parsed, parsed.items[0]
     out = plan_output(1, item.prompt, 64)
@@ -82,7 +83,7 @@ def _request_parts(repeats: int) -> dict[str, float]:
     assert frame is not None
     parts: dict[str, Callable[[], Any]] = {
         "decode_body": lambda: decode_body(raw),
-        "parse_request": lambda: parse_request("chat", decode_body(raw), "simulated"),
+        "parse_request": lambda: parse_request("chat", decoded, "simulated"),
         "plan_output": lambda: plan_output(1, item.prompt, 64),
         "uuid4": lambda: uuid.uuid4().hex,
         "stream_start": lambda: stream_start(req, item, rid, 1765000000),
