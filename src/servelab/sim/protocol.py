@@ -1,8 +1,8 @@
 """Request parsing and response rendering for the OpenAI-compatible and SGLang ``/generate`` APIs.
 
 PURE: parsing returns a :class:`GenRequest` or a :class:`RequestError` (data, never an
-exception); rendering returns bytes or JSON-ready dicts: a stream's start, finish and usage
-events and a non-streamed body here, each output token's event in :mod:`servelab.sim.tokenevent`.
+exception); rendering returns bytes or JSON-ready dicts: a non-streamed body here, a stream's
+events (its start, each output token's, its finish and usage) in :mod:`servelab.sim.tokenevent`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,9 @@ __all__ = [
     "envelope",
     "final_body",
     "generate_meta",
+    "openai_usage",
     "parse_request",
     "sse",
-    "stream_finish",
-    "stream_start",
-    "stream_usage",
 ]
 
 Api = Literal["chat", "completions", "generate"]
@@ -328,15 +326,6 @@ def envelope(req: GenRequest, rid: str, created: int, choices: list[Any]) -> dic
     }
 
 
-def stream_start(req: GenRequest, item: GenItem, rid: str, created: int) -> bytes:
-    """The first event of a chat stream (the assistant role); empty for other APIs."""
-    if req.api != "chat":
-        return b""
-    choice = {"index": item.index, "delta": {"role": "assistant", "content": ""}}
-    choice["finish_reason"] = None
-    return sse(envelope(req, rid, created, [choice]))
-
-
 def generate_meta(item: GenItem, rid: str, n_out: int, finish: str | None) -> dict[str, Any]:
     """SGLang ``/generate``'s ``meta_info`` of ``item`` after ``n_out`` tokens."""
     return {
@@ -357,21 +346,9 @@ def add_logprobs(
     choice["logprobs"] = render(out, start, stop, req.logprobs)
 
 
-def stream_finish(
-    req: GenRequest, item: GenItem, out: Output, n_out: int, rid: str, created: int
-) -> bytes:
-    """The event that closes ``item`` with its finish reason."""
-    if req.api == "generate":
-        text = "".join(out.pieces[:n_out])
-        meta = generate_meta(item, rid, n_out, out.finish_reason)
-        return sse({"text": text, "meta_info": meta, "index": item.index})
-    key = "delta" if req.api == "chat" else "text"
-    choice = {"index": item.index, key: {} if key == "delta" else "", "finish_reason": None}
-    choice["finish_reason"] = out.finish_reason
-    return sse(envelope(req, rid, created, [choice]))
-
-
-def _usage(req: GenRequest, n_outs: list[int], cached: int, report: CachedTokens) -> dict[str, Any]:
+def openai_usage(
+    req: GenRequest, n_outs: list[int], cached: int, report: CachedTokens
+) -> dict[str, Any]:
     """OpenAI's ``usage``; with the cache report on, ``prompt_tokens_details.cached_tokens`` as
     the engine gives it (SGLang: only when > 0, else ``prompt_tokens_details`` is null; vLLM:
     always)."""
@@ -392,18 +369,6 @@ def _usage(req: GenRequest, n_outs: list[int], cached: int, report: CachedTokens
         case _:
             assert_never(report)
     return usage
-
-
-def stream_usage(
-    req: GenRequest, n_outs: list[int], rid: str, created: int, *, cached: int = 0,
-    report: CachedTokens = CachedTokens.OFF,
-) -> bytes:  # fmt: skip
-    """The final usage event (``stream_options.include_usage``), OpenAI APIs only."""
-    if req.api == "generate" or not req.include_usage:
-        return b""
-    data = envelope(req, rid, created, [])
-    data["usage"] = _usage(req, n_outs, cached, report)
-    return sse(data)
 
 
 def _choice(req: GenRequest, item: GenItem, out: Output, n_out: int) -> dict[str, Any]:
@@ -442,5 +407,5 @@ def final_body(
         return bodies if req.batch else bodies[0]
     data = envelope(req, rid, created, [_choice(req, i, o, n) for i, o, n in triples])
     data["object"] = _object(req, False)
-    data["usage"] = _usage(req, n_outs, cached, report)
+    data["usage"] = openai_usage(req, n_outs, cached, report)
     return data

@@ -17,15 +17,9 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from servelab.sim.limits import CachedTokens
-from servelab.sim.protocol import (
-    GenRequest,
-    done_event,
-    final_body,
-    stream_finish,
-    stream_start,
-    stream_usage,
-)
+from servelab.sim.protocol import GenRequest, done_event, final_body
 from servelab.sim.scheduler import Sequence
+from servelab.sim.tokenevent import stream_finish, stream_start, stream_usage
 from servelab.sim.tokenstream import TokenWriter
 from servelab.sim.tracing import RequestFacts, mark
 from servelab.sim.worker import Worker

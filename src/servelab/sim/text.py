@@ -242,11 +242,16 @@ def count_tokens(text: str) -> int:
 
     Counted per whitespace-separated part (no token spans whitespace): a part of word
     characters only is one token (``str.isalnum`` is ``\\w`` but the underscore), any other
-    part is counted by the tokenizer's pattern."""
+    part is counted by the tokenizer's pattern, but the commonest, a word and one mark after it
+    (``word,``: two tokens), which is told by ``str`` methods in half the time."""
     parts = text.split()
     n = len(parts)
     for part in filterfalse(str.isalnum, parts):
-        n += len(_TOKEN_RE.findall(part)) - 1
+        last = part[-1]
+        if part[:-1].isalnum() and not last.isalnum() and last != "_":
+            n += 1
+        else:
+            n += len(_TOKEN_RE.findall(part)) - 1
     return n
 
 

@@ -1,8 +1,11 @@
-"""One output token's event, the step loop's hot path: :func:`stream_token` renders token ``k`` of
-an item for every API (the text so far on ``/generate``, a content or tool-call delta on chat, a
-text piece on completions, with its log-probabilities when asked), and :func:`token_frame`
-pre-renders the bytes around a plain-text token so an event costs one ``json.dumps(str)``. A
-request's other events and bodies are :mod:`servelab.sim.protocol`'s."""
+"""A stream's events. One output token's, the step loop's hot path: :func:`stream_token` renders
+token ``k`` of an item for every API (the text so far on ``/generate``, a content or tool-call
+delta on chat, a text piece on completions, with its log-probabilities when asked), and
+:func:`token_frame` pre-renders the bytes around a plain-text token so an event costs one
+``json.dumps(str)``. The stream's start, an item's finish and the usage (:func:`stream_start`,
+:func:`stream_finish`, :func:`stream_usage`) are rendered as bytes around the envelope's head
+too: the same bytes as ``sse(envelope(...))`` (``tests/sim/test_stream_events.py``), a few µs a
+request less. A non-streamed body is :mod:`servelab.sim.protocol`'s."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.sim.limits import CachedTokens
 from servelab.sim.protocol import (
     Api,
     GenItem,
@@ -19,11 +23,62 @@ from servelab.sim.protocol import (
     add_logprobs,
     envelope,
     generate_meta,
+    openai_usage,
     sse,
 )
 from servelab.sim.text import Output
 
-__all__ = ["TokenFrame", "stream_token", "token_frame"]
+__all__ = [
+    "TokenFrame",
+    "stream_finish",
+    "stream_start",
+    "stream_token",
+    "stream_usage",
+    "token_frame",
+]
+
+#: ``json.dumps(..., separators=(",", ":"))`` without building an encoder per call
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def _head(req: GenRequest, rid: str, created: int) -> bytes:
+    """``sse(envelope(req, rid, created, choices))`` up to ``choices``' value."""
+    obj = b"chat.completion.chunk" if req.api == "chat" else b"text_completion"
+    head = b'data: {"id":%b,"object":"%b","created":%d,' % (json.dumps(rid).encode(), obj, created)
+    return head + b'"model":%b,"choices":' % json.dumps(req.model).encode()
+
+
+def stream_start(req: GenRequest, item: GenItem, rid: str, created: int) -> bytes:
+    """The first event of a chat stream (the assistant role); empty for other APIs."""
+    if req.api != "chat":
+        return b""
+    choice = b'[{"index":%d,"delta":{"role":"assistant","content":""},"finish_reason":null}]}'
+    return _head(req, rid, created) + choice % item.index + b"\n\n"
+
+
+def stream_finish(
+    req: GenRequest, item: GenItem, out: Output, n_out: int, rid: str, created: int
+) -> bytes:
+    """The event that closes ``item`` with its finish reason."""
+    if req.api == "generate":
+        text = "".join(out.pieces[:n_out])
+        meta = generate_meta(item, rid, n_out, out.finish_reason)
+        return sse({"text": text, "meta_info": meta, "index": item.index})
+    value = b'"delta":{}' if req.api == "chat" else b'"text":""'
+    finish = _COMPACT.encode(out.finish_reason).encode()
+    choice = b'[{"index":%d,%b,"finish_reason":%b}]}' % (item.index, value, finish)
+    return _head(req, rid, created) + choice + b"\n\n"
+
+
+def stream_usage(
+    req: GenRequest, n_outs: list[int], rid: str, created: int, *, cached: int = 0,
+    report: CachedTokens = CachedTokens.OFF,
+) -> bytes:  # fmt: skip
+    """The final usage event (``stream_options.include_usage``), OpenAI APIs only."""
+    if req.api == "generate" or not req.include_usage:
+        return b""
+    usage = _COMPACT.encode(openai_usage(req, n_outs, cached, report)).encode()
+    return _head(req, rid, created) + b'[],"usage":' + usage + b"}\n\n"
 
 
 def stream_token(
