@@ -40,10 +40,11 @@ __all__ = [
 NO_ENV_PROXY = {"NO_PROXY": "", "no_proxy": "", "HTTPS_PROXY": "", "https_proxy": "",
                 "HTTP_PROXY": "", "http_proxy": "", "ALL_PROXY": "", "all_proxy": ""}  # fmt: skip
 #: One session of three rounds, each adding 600 words: on the slow stack the third round's
-#: prompt (13 KB) waits past tinyproxy's one-second timeout for its first byte.
+#: prompt (13 KB) waits past tinyproxy's one-second timeout for its first byte. No answer probes:
+#: on the slow stack each waits seconds on an answer none of the tests checks.
 FORWARD_SOAK = ("--sessions", "1", "--rounds", "3", "--idle-timeout", "8", "--duration", "90",
-                "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger",
-                "--json")  # fmt: skip
+                "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--answer-probes",
+                "0", "--no-ledger", "--json")  # fmt: skip
 
 
 @contextlib.contextmanager

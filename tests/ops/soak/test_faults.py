@@ -32,6 +32,10 @@ from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack, stop_process
 
 SCALE = 0.05
+#: The soaks that meet a stall send no answer probes: through the fault each probe waits out the
+#: idle timeout too (three before the sessions, three beside them), seconds of waiting on
+#: answers that none of these tests checks (the findings come from the sessions and the matrix).
+NO_PROBES = 0
 
 
 def _run(config: SoakConfig, targets: Targets, fault: str) -> SoakResult:
@@ -84,7 +88,14 @@ def test_a_proxy_that_cuts_streams_is_the_proxy_while_the_router_answers(
 def test_a_proxy_adding_latency_per_chunk_is_the_proxy(proxied: SimStack) -> None:
     assert proxied.proxy_url is not None
     set_faults(proxied.proxy_url, chunk_delay_ms=2500)
-    cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=2, duration_s=40, check_determinism=False)
+    cfg = SoakConfig(
+        sessions=1,
+        rounds=2,
+        idle_timeout_s=2,
+        duration_s=40,
+        check_determinism=False,
+        answer_probes=NO_PROBES,
+    )
     result = _run(cfg, soak_targets(proxied), "proxy chunk_delay_ms=2500")
     assert result.stalls and result.findings[0].layer == "client_proxy", result.findings
     assert _loc(result).matrix.located.reason == "proxy"
@@ -97,7 +108,7 @@ def test_a_proxy_that_buffers_whole_responses_is_the_proxy() -> None:
     with sim_stack(time_scale=5.0, proxy=True, env=env, proxy_args=["--buffer"]) as st:
         cfg = SoakConfig(
             sessions=1, rounds=2, idle_timeout_s=1.0, duration_s=60, max_tokens=64,
-            check_determinism=False,
+            check_determinism=False, answer_probes=NO_PROBES,
         )  # fmt: skip
         result = _run(cfg, soak_targets(st), "proxy buffer")
     assert result.stalls and result.stalls[0].phase == "head"
@@ -145,7 +156,14 @@ def test_an_open_circuit_breaker_is_the_router(proxied: SimStack) -> None:
 def test_the_guilty_long_context_knob_hangs_long_payloads_in_decode() -> None:
     knob = DEFAULT_PROFILE.mla_tile_knob_name
     with sim_stack(time_scale=SCALE, proxy=True, decode_env={knob: "4"}) as st:
-        cfg = SoakConfig(sessions=1, rounds=6, idle_timeout_s=2, duration_s=60, turn_words=120)
+        cfg = SoakConfig(
+            sessions=1,
+            rounds=6,
+            idle_timeout_s=2,
+            duration_s=60,
+            turn_words=120,
+            answer_probes=NO_PROBES,
+        )
         result = _run(cfg, soak_targets(st), f"{knob}=4")
     assert result.stalls, result.failures
     top = result.findings[0]
@@ -169,7 +187,9 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> 
         )
         router = st.router_url
         targets = Targets(router, router, workers, metrics_url=st.prometheus_url)
-        cfg = SoakConfig(sessions=2, rounds=3, idle_timeout_s=2, duration_s=40)
+        cfg = SoakConfig(
+            sessions=2, rounds=3, idle_timeout_s=2, duration_s=40, answer_probes=NO_PROBES
+        )
         result = _run(cfg, targets, "decode1 wedged, no /metrics")
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode1"), result.findings
