@@ -2,7 +2,9 @@
 (its pid record's ``env_at_launch``) when its environment reads blank (the twenty-fifth pass,
 issue 38): ``knob set router RUST_LOG=debug`` then ``verify`` said "not read back … verify PASS"
 though servelab's own record showed the router runs ``info``; ``ab --knob router:RUST_LOG=…``
-ended "live value None". Real processes: the simulated workers, the real sglang-router 0.3.2."""
+ended "live value None"; and ``knob set router RUST_LOG=…`` back to the value the router was
+started with is live, no restart needed (the twenty-ninth pass's low: it said "restart needed: not
+read back"). Real processes: the simulated workers, the real sglang-router 0.3.2."""
 
 from __future__ import annotations
 
@@ -110,3 +112,28 @@ def test_knob_diff_reads_a_router_knob_from_its_launch_copy_as_verify_does(root:
     diff = json.loads(out)
     assert diff["live"] is None and diff["live_read"] is False and diff["verdict"] is None, diff
     assert "launched" not in diff, diff
+
+
+def _set_rust_log(root: Path, value: str) -> dict[str, object]:
+    code, out, err = servelab_in(root, "knob", "set", "router", f"RUST_LOG={value}", "--json")
+    assert code == 0, out + err
+    change: dict[str, object] = json.loads(out)
+    assert change["changed"] is True, change
+    return change
+
+
+def test_knob_set_back_to_the_launch_copy_s_value_needs_no_restart(root: Path) -> None:
+    pid = json.loads((root / "state" / "run" / "router.json").read_text())["pid"]
+    assert Path(f"/proc/{pid}/environ").read_bytes().strip(b"\0") == b""  # written over
+    away = _set_rust_log(root, "debug")  # another value than the router runs: as before
+    assert away["restart_needed"] is True and away["live_read"] is False, away
+    back = _set_rust_log(root, "info")
+    assert back["restart_needed"] is False, back
+    assert (back["live"], back["live_read"], back.get("launched")) == ("info", True, True), back
+    code, out, err = servelab_in(root, "knob", "set", "router", "RUST_LOG=debug")
+    assert code == 0 and "restart needed" in out and "not read back" in out, out + err
+    code, out, err = servelab_in(root, "knob", "set", "router", "RUST_LOG=info")
+    assert code == 0, out + err
+    assert "restart needed:" not in out and "not read back" not in out, out
+    assert "router already runs with this value" in out and "launched" in out, out
+    assert "no restart needed" in out, out
