@@ -24,6 +24,7 @@ import pytest
 
 from tests.support import free_ports
 from tests.support.generic import servelab_in, up_in
+from tests.support.processes import held_still
 from tests.support.specs import PdPorts, write_pd_spec
 
 _rng = random.Random(os.getpid())
@@ -69,7 +70,7 @@ def test_an_interrupted_down_names_what_it_stopped_and_what_still_runs(
     router, decode = _record(root, "router"), _record(root, "decode")
     env = {**os.environ, "SERVELAB_LEDGER": str(root / "ledger.db")}
     argv = [sys.executable, "-m", "servelab", "down", "-f", str(spec)]
-    os.killpg(decode["pgid"], signal.SIGSTOP)
+    held_still(decode["pgid"])
     try:
         proc = subprocess.Popen([*argv, *(["--json"] if as_json else [])], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip

@@ -35,7 +35,7 @@ from servelab.ops.deploy.putback import as_found, left_as_is, watching_put_backs
 from servelab.ops.knob import get_knob, set_knob
 from tests.support import free_ports, run_cli
 from tests.support.deployed import deployed
-from tests.support.processes import connected
+from tests.support.processes import connected, held_still
 from tests.support.putbacks import FOUND, TARGET, answers, suspect_case
 from tests.support.putbacks import as_found as as_found_on_stack
 from tests.support.specs import PdPorts, write_pd_spec
@@ -79,7 +79,7 @@ def _stopped_before_any_change(stack: LoadedSpec, argv: list[str]) -> tuple[int,
     """``argv`` run with the decode held still; SIGINT once it waits on the decode and the router
     is gone; exit code, stdout, stderr as one line."""
     decode = _pgid(stack, "decode")
-    os.killpg(decode, signal.SIGSTOP)
+    held_still(decode)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # fmt: skip
     try:

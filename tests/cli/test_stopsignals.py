@@ -62,12 +62,16 @@ async def main():
     loop.call_exception_handler({"message": "Exception in callback", "handle": handle,
                                  "exception": asyncio.InvalidStateError("invalid state")})
     loop.call_exception_handler({"message": "another", "exception": ValueError("kept")})
+    loop.call_exception_handler({"message": "Task exception was never retrieved",
+                                 "exception": KeyboardInterrupt()})
+    loop.call_exception_handler({"message": "Task exception was never retrieved",
+                                 "exception": LookupError("kept too")})
 
 run(main())
 """
 
 
-def test_cpython_s_connect_race_is_not_reported_and_other_loop_errors_are() -> None:
+def test_cpython_s_connect_race_and_a_stopped_task_are_not_reported_other_loop_errors_are() -> None:
     """A stop during a refused connect made Python 3.11's loop print an InvalidStateError
     traceback from ``_sock_connect_cb`` (seen once in a stopped ``restart``'s output); that one
     report is dropped, any other still reaches stderr."""
@@ -76,3 +80,7 @@ def test_cpython_s_connect_race_is_not_reported_and_other_loop_errors_are() -> N
     assert done.returncode == 0, done.stderr
     assert "InvalidStateError" not in done.stderr and "_sock_connect_cb" not in done.stderr
     assert "ValueError: kept" in done.stderr, done.stderr
+    # a task a second stop signal's KeyboardInterrupt ended (seen once in an `up` stopped by two
+    # signals): not reported; another task's error is
+    assert "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert "LookupError: kept too" in done.stderr, done.stderr

@@ -26,7 +26,7 @@ import pytest
 
 from tests.support import free_ports
 from tests.support.generic import servelab_process, up_in
-from tests.support.processes import alive, connected
+from tests.support.processes import alive, connected, held_still
 from tests.support.specs import PdPorts, write_pd_spec
 
 _rng = random.Random(os.getpid())
@@ -78,7 +78,7 @@ def test_up_at_once_after_the_router_was_stopped_waits_for_it_and_starts_it(
     old = _record(root, "router")
     os.killpg(old["pgid"], signal.SIGTERM)  # as a stopped command's cleanup left it: stopping
     _until_draining(router)
-    os.killpg(old["pgid"], signal.SIGSTOP)
+    held_still(old["pgid"])
     proc = servelab_process(root, "up")
     try:
         try:

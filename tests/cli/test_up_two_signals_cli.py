@@ -26,7 +26,7 @@ import pytest
 from servelab.io.specfile import load_spec
 from tests.support import free_ports
 from tests.support.generic import servelab_in, servelab_process, text_or_empty
-from tests.support.processes import live_procs_under
+from tests.support.processes import held_still, live_procs_under
 from tests.support.putbacks import answers
 from tests.support.specs import PdPorts, write_pd_spec
 
@@ -75,7 +75,7 @@ def test_up_stopped_by_a_second_signal_in_its_cleanup_names_what_still_runs(
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"no router started: {proc.communicate(timeout=60)!r}")
             time.sleep(0.005)
-        os.killpg(router, signal.SIGSTOP)  # its stop by the cleanup waits
+        held_still(router)  # its stop by the cleanup waits
         os.kill(proc.pid, signal.SIGINT)
         pid = int(json.loads(text_or_empty(root / "state" / "run" / "router.json"))["pid"])
         while not _term_pending(pid):  # the cleanup is stopping the router, and waits

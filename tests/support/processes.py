@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ __all__ = [
     "alive",
     "children",
     "connected",
+    "held_still",
     "http_server",
     "listening",
     "live_procs_under",
@@ -48,6 +50,25 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def held_still(pgid: int, timeout: float = 60.0) -> None:
+    """SIGSTOP process group ``pgid``, then wait until every live member is stopped (``T``): a
+    SIGSTOP only takes effect when the process next runs, and a signal that arrives before it (a
+    command's SIGTERM, its number lower) is taken first: the process would end, not wait."""
+    os.killpg(pgid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for pid in _pids():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = _stat_fields(pid)  # state, ppid, pgrp, ...
+                if int(fields[2]) == pgid and fields[0] not in _DEAD:
+                    states.append(fields[0])
+        if states and all(state in ("T", "t") for state in states):
+            return
+        assert time.monotonic() < deadline, f"group {pgid} not stopped: {states}"
+        time.sleep(0.002)
 
 
 def live_procs_under(directory: Path) -> list[int]:

@@ -1,7 +1,8 @@
 """Which stop signals a command received, first first (its exit code is the first's: 128 + its
 number), and who takes the second (:func:`second_signal_to`): the part of
 :func:`servelab.cli.boundary.run` that wraps the event loop's own SIGINT handler; and the loop's
-report of CPython 3.11's ``sock_connect`` race on a stop (:func:`connect_race`), kept off stderr.
+report of CPython 3.11's ``sock_connect`` race on a stop (:func:`connect_race`), and of a task a
+second stop signal ended (:func:`stop_in_task`), kept off stderr.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "offering_second",
     "received",
     "second_signal_to",
+    "stop_in_task",
 ]
 
 T = TypeVar("T")
@@ -109,8 +111,18 @@ def connect_race(context: Mapping[str, object]) -> bool:
     return isinstance(exc, asyncio.InvalidStateError) and "_sock_connect_cb" in repr(handle)
 
 
+def stop_in_task(context: Mapping[str, object]) -> bool:
+    """The event loop's report is a task that a stop signal's ``KeyboardInterrupt`` ended (the
+    loop's own SIGINT handler raises it at the second signal, inside whichever task runs: a
+    subprocess's pipes being connected), its exception never retrieved: the command said it was
+    stopped, and the traceback must not reach the user."""
+    return isinstance(context.get("exception"), KeyboardInterrupt) and "never retrieved" in str(
+        context.get("message", "")
+    )
+
+
 def _unless_connect_race(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
-    if not connect_race(context):
+    if not connect_race(context) and not stop_in_task(context):
         loop.default_exception_handler(context)
 
 
