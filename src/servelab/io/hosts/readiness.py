@@ -69,6 +69,14 @@ async def _early_exit(
     return None
 
 
+def _probe_interval(started: float) -> float:
+    """The wait before the next readiness probe: a tenth of the time waited so far, between 0.1
+    and 1 s, so a service is seen ready within about a tenth of its start-up (a growing backoff,
+    1.5x a probe up to 1 s, saw a service ready in 1.2 s only at 1.3 s, one ready in 2.1 s at
+    3.1 s), and a long load (an engine's minutes) is probed once a second."""
+    return min(1.0, max(0.1, (time.monotonic() - started) / 10))
+
+
 async def wait_ready(
     host: Host,
     record: PidRecord,
@@ -91,7 +99,6 @@ async def wait_ready(
     started = time.monotonic()
     command_deadline = started + start_timeout_s
     state = Readiness()
-    delay = 0.1
     while True:
         failure = await _early_exit(host, record, state, command_deadline)
         if failure is not None:
@@ -105,8 +112,7 @@ async def wait_ready(
         state.probes += 1
         if state.last.ok:
             break
-        await asyncio.sleep(min(delay, max(remaining, 0.01)))
-        delay = min(delay * 1.5, 1.0)
+        await asyncio.sleep(min(_probe_interval(started), max(remaining, 0.01)))
     if record.command is not None:
         await _poll_command(host, record, state, command_deadline)
     if state.command_exit not in (None, 0):
@@ -120,14 +126,12 @@ async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
     out): the :class:`Readiness` holds the last answer (``last.ok`` tells) and the probe count."""
     started = time.monotonic()
     state = Readiness()
-    delay = 0.1
     while (remaining := ready_timeout_s - (time.monotonic() - started)) > 0:
         state.last = await probe(url, timeout=min(_PROBE_TIMEOUT_S, remaining))
         state.probes += 1
         if state.last.ok:
             break
-        await asyncio.sleep(min(delay, max(remaining, 0.01)))
-        delay = min(delay * 1.5, 1.0)
+        await asyncio.sleep(min(_probe_interval(started), max(remaining, 0.01)))
     return state
 
 
