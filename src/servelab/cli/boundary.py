@@ -43,6 +43,7 @@ from servelab.errors import (
     UrlError,
     WorkerListError,
 )
+from servelab.io.signalsdeferred import not_ignored
 from servelab.report.jsontext import json_text
 from servelab.report.refusals import refusal_words
 from servelab.startup import json_command
@@ -224,7 +225,7 @@ def _handling_stop_signals() -> Iterator[None]:
     _received.clear()
     _left.clear()
     try:
-        previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS}
+        previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in not_ignored(STOP_SIGNALS)}
     except ValueError:  # not the main thread: signals are not ours to handle
         previous = {}
     try:
@@ -277,8 +278,8 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
         received.append(signum)
         stop.set()
 
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    for sig in STOP_SIGNALS:
+    previous = {sig: signal.getsignal(sig) for sig in not_ignored(STOP_SIGNALS)}
+    for sig in previous:
         loop.add_signal_handler(sig, got, sig)
     try:
         yield received

@@ -2,8 +2,8 @@
 
 ``case test``, ``case revert``/``restore``, ``case bisect``, ``ab`` and ``tune`` change knobs and
 co-restart services (the changed services and their dependents, in start order). A stop signal
-(Ctrl-C, SIGTERM, SIGHUP: the task cancelled) can land anywhere: between a knob's write and its
-restart, with the router stopped and the decode starting, during a measurement of an arm.
+(Ctrl-C, SIGTERM, SIGHUP, unless ignored at start: the task cancelled) can land anywhere: between
+a knob's write and its restart, the router stopped and the decode starting, an arm's measurement.
 :func:`as_found` wraps such a block: on a cancellation it runs :func:`put_back` and raises
 :class:`PutBackInterrupted` carrying what it did (:class:`~servelab.core.deploy.putback.PutBack`),
 so the CLI says it (text and ``--json``) and exits 128 + the signal.
@@ -17,13 +17,12 @@ a task of its own with the stop signals taken over: a second signal cancels the 
 read back: written back when it holds the value found), and the result names exactly the
 services left down and the command that brings them back (``servelab up -f SPEC``). What is
 down, and which knob a running service still holds at another value than its file, is then read
-from the services and their processes as ``knob diff`` reads them, never assumed
-(:func:`still_live`: a router by what it reports it routes with, else said not read back); a
-service still running another value is put back with ``servelab restart -f SPEC SERVICE``.
+as ``knob diff`` reads it, never assumed (:func:`still_live`: a router by what it says it routes
+with, else not read back); one still running another value is put back with ``servelab restart``.
 
 A put-back a failure started (``failure``: an arm's restart that did not come up, a refused
-value) holds the first signal (the second stops it), then hands it to the command's handler
-(exit 128 + the signal) and raises :class:`PutBackInterrupted` carrying the failure too.
+value) holds the first signal (the second stops it), then hands it to the command's handler (exit
+128 + the signal) and raises :class:`PutBackInterrupted` carrying the failure too.
 
 A second signal can also come before the put-back has taken the signals over (while the
 cancellation unwinds the step it cut). Each :func:`as_found` block, while open, is listed in the
@@ -53,6 +52,7 @@ from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.contract import KnobDiff
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import DeployError, ServelabError
+from servelab.io.signalsdeferred import not_ignored
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.arguments import argument_knob
 from servelab.ops.context import Operation
@@ -246,7 +246,7 @@ def _signals_cancel(
             return
         task.cancel()
 
-    for sig in _STOP_SIGNALS:
+    for sig in not_ignored(_STOP_SIGNALS):
         handler = signal.getsignal(sig)
         try:
             loop.add_signal_handler(sig, stop, sig)
