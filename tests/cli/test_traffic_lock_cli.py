@@ -75,11 +75,13 @@ def test_a_rolling_restart_runs_under_a_bench_and_a_plain_restart_is_refused(
         assert bench.returncode == 128 + signal.SIGINT, err
         doc = json.loads(out)
         assert doc["interrupted"] is True
-        # no request failed: only those in flight when the bench was stopped are cut (at most one
-        # per user), counted as cut, not failed
+        # no request failed: only those in flight when the bench was stopped are cut, counted as
+        # cut, not failed: at most two per user (a user's next request is written from the read
+        # that ended its previous one, ops/bench/load.Chain, so a stop between that read and the
+        # previous record's close cuts both: 5 cut at concurrency 4 once, in a whole run)
         (level,) = doc["levels"]
         assert level["failures"] == {} and level["failed"] == 0, level
-        assert level["cut"] == doc["cut"] <= 4, level
+        assert level["cut"] == doc["cut"] <= 2 * 4, level
         assert sum(level["ok"] for level in doc["levels"]) > 0
         assert holder_of(tmp_path / "state", TRAFFIC_FILE) is None  # released
     finally:
