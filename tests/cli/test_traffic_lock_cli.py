@@ -77,8 +77,8 @@ def test_a_rolling_restart_runs_under_a_bench_and_a_plain_restart_is_refused(
         assert doc["interrupted"] is True
         # no request failed: only those in flight when the bench was stopped are cut, counted as
         # cut, not failed: at most two per user (a user's next request is written from the read
-        # that ended its previous one, ops/bench/load.Chain, so a stop between that read and the
-        # previous record's close cuts both: 5 cut at concurrency 4 once, in a whole run)
+        # that ended its previous one, ops/bench/load.Chain: a stop just then may find both
+        # records open; 5 cut at concurrency 4 once, in a whole run)
         (level,) = doc["levels"]
         assert level["failures"] == {} and level["failed"] == 0, level
         assert level["cut"] == doc["cut"] <= 2 * 4, level
