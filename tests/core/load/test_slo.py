@@ -46,6 +46,9 @@ def test_the_text_form_reads_any_percentile_and_unit() -> None:
     assert parse_slo(slo.text) == slo
     assert slo.objectives[1].share == pytest.approx(0.999)
     assert parse_duration_ms("2s") == 2000.0
+    # the micro sign and the Greek mu, as the refusal words the lower limit ("from 1us"; 1 µs)
+    assert parse_duration_ms("1\u00b5s") == parse_duration_ms("1\u03bcs") == 1e-3
+    assert parse_slo("ttft_p99=1\u00b5s").objectives == (Objective(SloMetric.TTFT, 99, 1e-3),)
 
 
 @pytest.mark.parametrize(

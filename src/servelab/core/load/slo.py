@@ -39,8 +39,18 @@ SLO_FORM = "METRIC_pP=LIMIT[,...] (METRIC: ttft, itl, tpot, e2e; LIMIT: 60ms, 2s
 #: The limits an objective may name: a microsecond (below it no clock here measures) to a day.
 LIMIT_MIN_MS = 1e-3
 LIMIT_MAX_MS = 24 * 3600e3
-_UNITS_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "min": 60e3}
-_DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s|min)\s*")
+#: ``µs`` (the micro sign) and ``μs`` (the Greek mu) are ``us``, as the limits are worded
+_UNITS_MS = {
+    "us": 1e-3,
+    "\u00b5s": 1e-3,
+    "\u03bcs": 1e-3,
+    "ms": 1.0,
+    "s": 1e3,
+    "min": 60e3,
+}
+_DURATION = re.compile(
+    r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|\u00b5s|\u03bcs|ms|s|min)\s*"
+)
 _OBJECTIVE = re.compile(r"\s*([a-z0-9]+)_p([0-9]*\.?[0-9]+)\s*=(.*)")
 
 
@@ -113,8 +123,8 @@ def exact(value: float) -> str:
 
 
 def parse_duration_ms(text: str) -> float:
-    """``60ms`` → 60.0, ``2s`` → 2000.0, ``1.5min``, ``500us``: a finite duration ≥ 0 with its
-    unit, in milliseconds (ValueError otherwise)."""
+    """``60ms`` → 60.0, ``2s`` → 2000.0, ``1.5min``, ``500us`` (or ``500µs``): a finite duration
+    ≥ 0 with its unit, in milliseconds (ValueError otherwise)."""
     found = _DURATION.fullmatch(text)
     if found is None:
         raise ValueError(f"expected a duration with its unit (60ms, 2s, 1.5min), got {text!r}")
