@@ -75,6 +75,8 @@ def test_lone_requests_and_conversations_come_out_whole_in_file_order() -> None:
         ([{"input_length": 3}], "line 1: the first turn of a request needs a timestamp"),
         ([{"timestamp": 0}], "line 1: input_length"),
         ([{"timestamp": 0, "input_length": 2.5}], "line 1: input_length must be a whole"),
+        ([{"timestamp": 0, "input_length": 0}], "line 1: input_length must be .* ≥ 1, got 0$"),
+        ([{"timestamp": 0, "input_length": -3}], "line 1: input_length must be .* ≥ 1, got -3$"),
         ([{"timestamp": -1, "input_length": 2}], "line 1: timestamp must be a number ≥ 0"),
         ([{"timestamp": 0, "input_length": 2, "hash_ids": ["x"]}], "line 1: hash_ids"),
         ([{"session_id": "a", "timestamp": 0, "input_length": 2},

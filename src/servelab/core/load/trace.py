@@ -214,8 +214,11 @@ def check_replay(span_ms: float, speedup: float) -> None:
 
 
 def _turn(entry: TraceLine, line: int) -> TraceTurn:
+    given = entry.get("input_length")
+    if type(given) is int and given < 1:  # a prompt has a token at least
+        raise TraceError(f"line {line}: input_length must be a whole number ≥ 1, got {given}")
     sizes = [_number(entry, key, line, whole=True) for key in ("input_length", "output_length")]
-    if sizes[0] is None or sizes[0] < 1:
+    if sizes[0] is None:
         raise TraceError(f"line {line}: input_length (a whole number ≥ 1) is required")
     ids = entry.get("hash_ids") or []
     if not isinstance(ids, list) or any(type(i) is not int for i in ids):
