@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,30 @@ def test_a_level_counts_the_requests_its_deadline_cut_as_cut_not_failed(stack: S
     assert level["ok"] + level["cut"] + level["failed"] == level["requests"], level
     assert f"C16: {doc['cut']} cut by the run's end" in done.stderr, done.stderr
     assert "failed (" not in done.stderr, done.stderr
+    assert "failed:" not in done.stderr, done.stderr  # nothing failed: no line says so
+
+
+@pytest.mark.timeout(300)
+def test_the_run_page_shows_the_cut_requests_as_cut_not_failures(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    """The run's page from the ledger listed the requests ``--deadline`` cut under "## Failures"
+    ("run deadline: 5"), and bench's stderr line began "failed:" though nothing failed (the
+    thirty-first hostile pass): a cut is never a failure, in every place a run is shown."""
+    ledger = tmp_path / "ledger.db"
+    done = run_cli("bench", "--url", stack.router_url, "--concurrency", "16", "--rate", "8",
+                   "--requests", "60", "--deadline", "3", "--input-len", "16", "--warmup", "1",
+                   "--output-len", "600", "--ledger", str(ledger), timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "failed:" not in done.stderr, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "cut by the run's end" in x]
+    assert line.startswith("cut: C16: "), done.stderr
+    cut = int(line.split()[2])
+    assert cut > 0, line
+    out = tmp_path / "docs"
+    made = run_cli("report", "--ledger", str(ledger), "--out", str(out), timeout=120)
+    assert made.returncode == 0, made.stderr
+    (page,) = (out / "runs").glob("run-*.md")
+    text = page.read_text()
+    assert "## Failures" not in text, text
+    assert "## Cut" in text and f"- run deadline: {cut}" in text, text

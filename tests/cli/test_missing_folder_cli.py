@@ -5,6 +5,7 @@ any work, as every other refusal of where a writer writes (``io/overwrite.check_
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,67 @@ def test_a_file_in_the_current_folder_is_written(tmp_path: Path) -> None:
     done = run_cli("trace", "generate", "x.jsonl", "--sessions", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "x.jsonl").stat().st_size > 0
+
+
+def _not_a_folder(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A csv export's folder under a parent that cannot hold it, and the words refusing it."""
+    if kind == "devnull":
+        return Path("/dev/null/x"), "/dev/null is not a directory"
+    parent = tmp_path / kind
+    if kind == "plain":
+        parent.write_text("kept\n")
+    elif kind == "fifo":
+        os.mkfifo(parent)
+    elif kind == "dangling":
+        parent.symlink_to(tmp_path / "nowhere")
+        return parent / "sub", f"no directory {parent} (a link to nothing)"
+    else:  # a link loop
+        parent.symlink_to(parent)
+        return parent / "sub", f"no directory {parent} (a link loop)"
+    return parent / "x", f"{parent} is not a directory"
+
+
+@pytest.mark.parametrize("kind", ["plain", "fifo", "devnull", "dangling", "loop"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_csv_exports_parent_that_is_no_folder_is_an_input_error(
+    tmp_path: Path, kind: str, as_json: bool
+) -> None:
+    """A csv export makes its folder (and the folders above it), but one that is there and no
+    folder (a file, a FIFO, ``/dev/null``) or a link to nothing is refused before any work,
+    exit 2, as the json export's and ``trace generate``'s: it exited 1, "Not a directory" or
+    "File exists" (the thirty-first hostile pass)."""
+    ledger = _ledger(tmp_path)
+    out, said = _not_a_folder(tmp_path, kind)
+    args = ("ledger", "export", "--ledger", str(ledger), "--format", "csv", str(out))
+    done = run_cli(*args, *(("--json",) if as_json else ()))
+    assert done.returncode == 2, done.stdout + done.stderr
+    if as_json:
+        doc = json.loads(done.stdout)
+        assert (doc["ok"], doc["exit_code"]) == (False, 2), doc
+        assert said in doc["error"], doc
+    else:
+        assert said in done.stderr, done.stderr
+    if kind == "plain":
+        assert (tmp_path / "plain").read_text() == "kept\n"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_dangling_link_as_the_csv_folder_is_an_input_error(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    out = tmp_path / "gone"
+    out.symlink_to(tmp_path / "nowhere")
+    done = run_cli("ledger", "export", "--ledger", str(ledger), "--format", "csv", str(out))
+    assert done.returncode == 2, done.stderr
+    assert "is not one" in done.stderr, done.stderr
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_link_loop_as_the_folder_is_an_input_error(tmp_path: Path) -> None:
+    """A folder that is a link to itself is no folder: exit 2 before any work (it was exit 1,
+    "Too many levels of symbolic links")."""
+    ledger = _ledger(tmp_path)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    out = tmp_path / "loop" / "export.json"
+    done = run_cli("ledger", "export", "--ledger", str(ledger), str(out))
+    assert done.returncode == 2, done.stderr
+    assert f"no directory {out.parent} (a link loop)" in done.stderr, done.stderr

@@ -275,7 +275,10 @@ def ledger_export(
 
 def _is_the_ledger(out: Path, ledger: Path) -> bool:
     """``out`` resolves (links followed) to the ledger's file or one of SQLite's beside it."""
-    target = out.resolve()
+    try:
+        target = out.resolve()
+    except (OSError, RuntimeError):  # a link loop (Python < 3.13: RuntimeError): not the ledger
+        return False
     db = ledger.resolve()
     return target in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
 

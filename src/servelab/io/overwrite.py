@@ -4,6 +4,7 @@ unused name a report written at the end of a long run takes."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -18,6 +19,7 @@ __all__ = [
     "descriptor",
     "existing",
     "folder_refusal",
+    "folders_refusal",
     "link_refusal",
     "linked_folder",
     "unused_stem",
@@ -118,10 +120,33 @@ def folder_refusal(path: Path) -> str | None:
         if os.path.lexists(folder) and not os.path.islink(folder):
             return f"cannot write {path}: {folder} is not a directory"
         return f"cannot write {path}: no directory {folder} (create it first)"
-    except (OSError, ValueError):  # unreadable, too long, a NUL: the write's own words
+    except OSError as exc:  # a link loop: no folder; unreadable, too long: the write's words
+        looped = exc.errno == errno.ELOOP
+        return f"cannot write {path}: no directory {folder} (a link loop)" if looped else None
+    except ValueError:  # a NUL: the write's own words
         return None
     if not stat.S_ISDIR(found.st_mode):
         return f"cannot write {path}: {folder} is not a directory"
+    return None
+
+
+def folders_refusal(path: Path) -> str | None:
+    """Why the folders of ``path``, which its writer makes (``parents=True``: a csv export's),
+    cannot be made: the nearest one that is there is no folder (a file, a FIFO, ``/dev/null``),
+    or is a link to nothing (or a loop); None when it is a folder, or cannot be looked at."""
+    for folder in path.parents:
+        if not os.path.lexists(folder):
+            continue  # made by the writer, as its parents are
+        try:
+            found = os.stat(folder)  # follows links: a link to a folder is one
+        except (FileNotFoundError, NotADirectoryError):
+            return f"cannot write {path}: no directory {folder} (a link to nothing)"
+        except OSError as exc:  # a link loop: no folder; unreadable: the write's own words
+            looped = exc.errno == errno.ELOOP
+            return f"cannot write {path}: no directory {folder} (a link loop)" if looped else None
+        if not stat.S_ISDIR(found.st_mode):
+            return f"cannot write {path}: {folder} is not a directory"
+        return None
     return None
 
 
@@ -134,10 +159,11 @@ def check_overwrite(
     into, never "overwritten", and a link to a regular file, a folder or nothing is refused,
     ``option`` or not (:func:`link_refusal`), before any work; so are a folder itself, a block
     device (:func:`block_refusal`: it holds a disk's bytes) and a folder that is not there
-    (:func:`folder_refusal`), unless the writer makes it (``makes_folder``: an export's)."""
+    (:func:`folder_refusal`), unless the writer makes it (``makes_folder``: an export's; then
+    the nearest folder that is there must be one, :func:`folders_refusal`)."""
     refused = link_refusal(path) or (None if descriptor(path) is not None else block_refusal(path))
-    if refused is None and not makes_folder:
-        refused = folder_refusal(path)
+    if refused is None:
+        refused = folders_refusal(path) if makes_folder else folder_refusal(path)
     if refused is not None:
         raise OptionError(refused)
     found = existing(path)

@@ -172,21 +172,19 @@ def _nth(n: int) -> str:
 
 
 def failure_lines(result: BenchResult) -> list[str]:
-    """One line per concurrency with failures: how many and why."""
+    """One line per concurrency with failures: how many and why (the cut: :func:`notices`)."""
     lines = []
     for level in result.levels:
         if level.failures:
             why = ", ".join(f"{n} {reason}" for reason, n in level.failures.items())
             lines.append(f"{level_label(level.concurrency)}: {level.failed} failed ({why})")
-        if level.n_cut:
-            lines.append(f"{level_label(level.concurrency)}: {level.n_cut} cut by the run's end "
-                         "(--deadline or a stop), not counted as failures")  # fmt: skip
     return lines
 
 
 def notices(result: BenchResult) -> list[tuple[str, str]]:
     """What bench says on stderr after its table (before its failures), as (label, line); a
-    level where the engine's ``usage`` counts were not believed says so."""
+    level where the engine's ``usage`` counts were not believed says so, and one whose requests
+    the run's end cut (``cut:``, not a failure)."""
     usage = [
         f"{level_label(level.concurrency)}: {level.usage_disagreed} request(s): the engine's "
         "token counts were not believable (negative, not whole, or far from what it streamed); "
@@ -194,12 +192,15 @@ def notices(result: BenchResult) -> list[tuple[str, str]]:
         for level in result.levels
         if level.usage_disagreed
     ]
+    cut = [f"{level_label(level.concurrency)}: {level.n_cut} cut by the run's end (--deadline or a "
+           "stop), not counted as failures" for level in result.levels if level.n_cut]  # fmt: skip
     labelled = (
         ("untraced:", phase_lines(result)),
         ("return phase:", return_lines(result)),
         ("run telemetry:", telemetry_lines(result)),
         ("client warning:", client_warnings(result)),
         ("usage disagreed:", usage),
+        ("cut:", cut),  # last, before the failures: never one of them
     )
     return [(label, line) for label, lines in labelled for line in lines]
 

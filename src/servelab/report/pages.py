@@ -304,6 +304,10 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     if stored.failures:
         failures = sorted(stored.failures.items())
         out += ["## Failures", ""] + [f"- {md_text(f'{k}: {v}')}" for k, v in failures] + [""]
+    if stored.cut:
+        out += ["## Cut", "", "Cut by the run's end (--deadline or a stop), not counted as "
+                "failures:", ""]  # fmt: skip
+        out += [f"- {md_text(f'{k}: {v}')}" for k, v in sorted(stored.cut.items())] + [""]
     if stored.telemetry is not None:
         out += _telemetry_lines(stored.telemetry)
     if stored.evidence is not None:

@@ -23,7 +23,7 @@ from servelab.core.bench.record import BenchRunRecord
 from servelab.core.bench.upgrade import stored_level
 from servelab.core.ledger.codec import decode
 from servelab.core.load.cache import CacheSummary
-from servelab.core.load.metrics import SloAttainment
+from servelab.core.load.metrics import CUT_REASONS, SloAttainment
 from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.errors import RecordError
 
@@ -97,6 +97,7 @@ class StoredRun:
     """A recorded run's summary, typed: each part None when the run was recorded without it."""
 
     level: LevelSummary | None
+    #: failed requests by reason, never one the run's end cut (``cut``)
     failures: Mapping[str, int]
     cache: CacheSummary | None = None
     slo: SloAttainment | None = None
@@ -105,6 +106,8 @@ class StoredRun:
     telemetry: StoredTelemetry | None = None
     evidence: tuple[TelemetryEvidence, ...] | None = None
     traces: StoredTraces | None = None
+    #: requests the run's end cut (``--deadline``, a stop) by reason: never failures
+    cut: Mapping[str, int] = field(default_factory=dict)
 
 
 def _lenient(kind: type[T], value: object) -> T | None:
@@ -124,8 +127,10 @@ def _counts(failures: Mapping[str, object]) -> dict[str, int]:
 
 
 def stored_run(run: BenchRunRecord) -> StoredRun:
-    """The run's stored summary read into types. The cache, the SLO and the readings are read
-    strictly (a misfit is a :class:`~servelab.errors.RecordError`, as it always was)."""
+    """The run's stored summary read into types: its ``failures`` (which count the requests its
+    end cut, at every age) split into ``failures`` and ``cut``. The cache, the SLO and the
+    readings are read strictly (a misfit is a :class:`~servelab.errors.RecordError`, as it
+    always was)."""
     summary = run.summary
     cache, slo, evidence = (
         summary.get("cache"),
@@ -133,11 +138,12 @@ def stored_run(run: BenchRunRecord) -> StoredRun:
         summary.get("telemetry_evidence"),
     )
     failures = summary.get("failures")
+    counts = _counts(failures) if isinstance(failures, Mapping) else {}  # the cut among them
     traces = _lenient(_Traces, summary.get("traces"))
     metrics = _lenient(_Metrics, summary.get("metrics")) if isinstance(slo, Mapping) else None
     return StoredRun(
         level=stored_level(run),
-        failures=_counts(failures) if isinstance(failures, Mapping) else {},
+        failures={r: n for r, n in counts.items() if r not in CUT_REASONS},
         cache=decode(CacheSummary, cache) if isinstance(cache, Mapping) else None,
         slo=decode(SloAttainment, slo) if isinstance(slo, Mapping) else None,
         goodput=None if metrics is None else metrics.goodput,
@@ -148,4 +154,5 @@ def stored_run(run: BenchRunRecord) -> StoredRun:
             else None
         ),
         traces=None if traces is None else traces.summary,
+        cut={r: n for r, n in counts.items() if r in CUT_REASONS},
     )
