@@ -20,6 +20,7 @@ from servelab.core.answers.contract import (
 from servelab.core.answers.judge import ArmVisitAnswers, check_visit, judge
 from servelab.core.answers.probes import Probe, ProbeKind, probe_set
 from servelab.core.load.records import FailReason, RequestRecord
+from servelab.core.verify.answers import outcome_of
 from servelab.ops.answers.probing import ProbePlan, read_probe_answers
 from servelab.report.answers import answers_lines, answers_phrase
 
@@ -114,3 +115,11 @@ def test_a_slower_arm_cut_by_the_deadline_does_not_change_answers() -> None:
     assert judged.candidate.cut == 10 * (n - n // 2) and judged.candidate.wrong == 0
     assert answers_phrase(judged).startswith("answers unchanged: 0 of")
     assert "probes cut by the run's end, not judged" in answers_phrase(judged)
+
+
+def test_verify_never_passes_a_probe_a_stop_cut() -> None:
+    """verify sets no deadline: its probe cut by a stop never answered, so it is a failed
+    request there (as before), never a pass."""
+    (answer,) = _read(["stop"])
+    outcome = outcome_of(PLAIN[0], answer, _references().by_probe()[PLAIN[0].id])
+    assert outcome.wrong and outcome.failures == (Failure.REQUEST,)
