@@ -37,8 +37,24 @@ def _rates(v: AnswersVerdict) -> tuple[str, str, str]:
     return cand, diff, base
 
 
+def _cut_note(j: AnswersJudgement) -> str:
+    """The probes cut by the run's end, left out of the judgement (empty: none)."""
+    cut = j.baseline.cut + j.candidate.cut
+    return f" ({cut} probes cut by the run's end, not judged)" if cut else ""
+
+
 def answers_phrase(j: AnswersJudgement) -> str:
-    """What the answers say, in a few words (the perf plan's headline carries it)."""
+    """What the answers say, in a few words (the perf plan's headline carries it); answers
+    not checked when every probe of an arm was cut by the run's end."""
+    v = j.verdict
+    unchecked = [a.arm for a in (j.baseline, j.candidate) if a.unchecked]
+    if unchecked and v.n == 0:
+        return (f"answers NOT checked (every probe of {' and '.join(unchecked)} was cut by the "
+                "run's end): the verdict is on speed alone")  # fmt: skip
+    return _outcome_phrase(j) + _cut_note(j)
+
+
+def _outcome_phrase(j: AnswersJudgement) -> str:
     v = j.verdict
     counts = f"{v.candidate_wrong} of {v.n} against {v.baseline_wrong} of {v.n}"
     cand, diff, base = _rates(v)
@@ -83,11 +99,13 @@ def safe_text(text: str, limit: int = 120) -> str:
 
 
 def arm_answers_cells(a: ArmAnswers) -> str:
-    """``| answers | differ | wrong | failures | recall | top-1 |`` cells of one arm."""
+    """``| answers | differ | wrong | failures | recall | top-1 |`` cells of one arm (the probes
+    cut by the run's end beside the answers judged)."""
     failures = ", ".join(f"{code} {n}" for code, n in a.failures) or "none"
     recall = f"{a.recalled}/{a.retrieval}" if a.retrieval else "—"
     top1 = "—" if a.top1_agree is None else _pct(a.top1_agree)
-    return f"| {a.answers} | {a.differ} | {a.wrong} | {failures} | {recall} | {top1} |"
+    answers = f"{a.answers} (+{a.cut} cut, not judged)" if a.cut else str(a.answers)
+    return f"| {answers} | {a.differ} | {a.wrong} | {failures} | {recall} | {top1} |"
 
 
 def _example_row(e: Example) -> str:

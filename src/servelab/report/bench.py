@@ -110,8 +110,12 @@ def _answers(level: LevelSummary) -> list[tuple[str, str]]:
         return []
     failures = ", ".join(f"{code} {n}" for code, n in a.failures) or "none"
     top1 = "n/a" if a.top1_agree is None else f"{a.top1_agree * 100:.1f}%"
+    if a.unchecked:
+        return [("answers wrong / probes",
+                 f"not checked: all {a.cut} probes cut by the run's end")]  # fmt: skip
+    cut = f"; {a.cut} cut by the run's end, not judged" if a.cut else ""
     return [
-        ("answers wrong / probes", f"{a.wrong} / {a.answers} ({a.differ} differ from C1)"),
+        ("answers wrong / probes", f"{a.wrong} / {a.answers} ({a.differ} differ from C1{cut})"),
         ("answers: structural failures", failures),
         ("answers: retrieval recall", f"{a.recalled} / {a.retrieval}" if a.retrieval else "n/a"),
         ("answers: top-1 agreement", top1),

@@ -18,6 +18,9 @@ probe and the reference answer of the baseline state:
 A probe's answer is **wrong** when it has a structural failure, when a retrieval probe does not
 recall its key (it has a truth of its own), or when another probe's answer differs from the
 reference. Wrong is what the rule (:mod:`servelab.core.answers.rule`) compares between arms.
+
+A probe **cut** by the run's end (``--deadline``, a stop: :attr:`Answer.cut`) is never judged:
+its check is marked :attr:`AnswerCheck.cut`, neither wrong nor right, and it is counted apart.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ class Answer:
     """What a probe was answered: ``text`` (a tool call's arguments for a tool call),
     ``tool_name`` (None: no tool call), ``finish_reason``, ``tokens`` (usage's count, else the
     chunks'), each position's top-1 token (empty: no log-probabilities), ``utf8`` (every byte
-    valid), ``error`` (the request failed: why)."""
+    valid), ``error`` (the request failed: why), ``cut`` (the request was cut by the run's end,
+    a ``--deadline`` or a stop: not failed, never judged)."""
 
     probe: int
     text: str
@@ -68,6 +72,7 @@ class Answer:
     error: str | None = None
     #: The concurrency it was answered at (0: a reference's).
     level: int = 0
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,10 +89,15 @@ class AnswerCheck:
     #: differs from the reference (at most :data:`TEXT_MAX` characters; shown beside it).
     level: int = 0
     text: str = ""
+    #: Cut by the run's end: not judged (never wrong, never right; counted apart).
+    cut: bool = False
 
     @property
     def wrong(self) -> bool:
-        """A structural failure, a retrieval probe not recalled, or another probe differing."""
+        """A structural failure, a retrieval probe not recalled, or another probe differing
+        (never a cut one: it is not judged)."""
+        if self.cut:
+            return False
         if self.failures:
             return True
         if self.kind is ProbeKind.RETRIEVAL:
@@ -269,7 +279,9 @@ def _agreement(answer: Answer, reference: Answer | None) -> float | None:
 
 def check_answer(probe: Probe, answer: Answer, reference: Answer | None) -> AnswerCheck:
     """``answer`` to ``probe`` against ``reference`` (None: no reference; it differs only when
-    it failed)."""
+    it failed). A cut answer is not judged: its check is marked cut and holds nothing else."""
+    if answer.cut:
+        return AnswerCheck(probe.id, probe.kind, False, (), None, None, answer.level, cut=True)
     failures = tuple(_failures(probe, answer))
     differs = bool(failures) if reference is None else (
         (answer.text, answer.tool_name) != (reference.text, reference.tool_name)

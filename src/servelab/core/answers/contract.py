@@ -166,7 +166,9 @@ class Example:
 class ArmAnswers:
     """One arm's probe answers: how many, how many differ from the reference, how many are
     wrong (:attr:`AnswerCheck.wrong`), structural failures by kind, retrieval recall, the mean
-    top-1 agreement (None: no log-probabilities), and a few differing answers."""
+    top-1 agreement (None: no log-probabilities), and a few differing answers; ``cut``: the
+    probes cut by the run's end, not judged and counted in none of the others (``answers`` 0
+    and ``cut`` above 0: the arm's answers were not checked)."""
 
     arm: str
     answers: int
@@ -177,6 +179,12 @@ class ArmAnswers:
     recalled: int
     top1_agree: float | None
     examples: tuple[Example, ...] = ()
+    cut: int = 0
+
+    @property
+    def unchecked(self) -> bool:
+        """True when every probe of the arm was cut: its answers were not checked."""
+        return self.answers == 0 and self.cut > 0
 
 
 def summarize_arm(
@@ -186,7 +194,9 @@ def summarize_arm(
     examples: int = 3,
 ) -> ArmAnswers:
     """``checks`` (every visit of ``arm``) summed up; up to ``examples`` differing answers kept
-    beside their references."""
+    beside their references. A cut check is counted apart (``cut``), in nothing else."""
+    cut = sum(c.cut for c in checks)
+    checks = [c for c in checks if not c.cut]
     failures = Counter(f for c in checks for f in c.failures)
     retrieval = [c for c in checks if c.kind is ProbeKind.RETRIEVAL]
     agree = [c.top1_agree for c in checks if c.top1_agree is not None]
@@ -206,10 +216,13 @@ def summarize_arm(
         recalled=sum(bool(c.recalled) for c in retrieval),
         top1_agree=sum(agree) / len(agree) if agree else None,
         examples=tuple(shown),
+        cut=cut,
     )
 
 
 def wrong_by_pair(visits: Sequence[tuple[int, Sequence[AnswerCheck]]]) -> dict[PairKey, bool]:
     """Each answer's wrongness keyed by (round, concurrency, probe), from (round, checks) per
-    visit of one arm (a later visit of the same key replaces an earlier one)."""
-    return {(rnd, c.level, c.probe): c.wrong for rnd, checks in visits for c in checks}
+    visit of one arm (a later visit of the same key replaces an earlier one); a cut answer is
+    left out (not judged, so never paired)."""
+    return {(rnd, c.level, c.probe): c.wrong for rnd, checks in visits for c in checks
+            if not c.cut}  # fmt: skip

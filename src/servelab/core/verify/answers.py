@@ -16,7 +16,7 @@ those checks), ``e2e.answers_changed`` (fails: an answer wrong or changed; ``sit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servelab.core.answers.answer import TEXT_MAX, Answer, Failure, check_answer
 from servelab.core.answers.probes import Probe, ProbeKind
@@ -63,8 +63,9 @@ class AnswerProbes:
 
 
 def outcome_of(probe: Probe, answer: Answer, reference: Answer | None) -> ProbeOutcome:
-    """``answer`` to ``probe`` checked, against ``reference`` when there is one."""
-    check = check_answer(probe, answer, reference)
+    """``answer`` to ``probe`` checked, against ``reference`` when there is one. verify sets no
+    deadline: a probe cut (by a stop) never answered, a failed request here, never a pass."""
+    check = check_answer(probe, replace(answer, cut=False), reference)
     wrong = (
         check.wrong if reference is not None else bool(check.failures) or check.recalled is False
     )

@@ -13,6 +13,7 @@ what they were without probes, their slot time aside) and their bodies come back
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from servelab.core.answers.answer import Answer, read_answer
 from servelab.core.answers.contract import (
@@ -22,6 +23,7 @@ from servelab.core.answers.contract import (
     probes_per_run,
 )
 from servelab.core.answers.probes import Probe, probe_body, probe_set
+from servelab.core.load.metrics import is_cut
 from servelab.core.load.records import RequestRecord
 from servelab.ops.bench.jobs import Job
 
@@ -75,11 +77,14 @@ def plan_probes(
 def read_probe_answers(
     plan: ProbePlan, records: Sequence[RequestRecord], bodies: dict[int, bytes], level: int
 ) -> tuple[Answer, ...]:
-    """Each sent probe's answer, from its record (a failed request) and its body."""
+    """Each sent probe's answer, from its record (a failed request) and its body; one cut by
+    the run's end (``--deadline``, a stop: :func:`~servelab.core.load.metrics.is_cut`) is
+    marked cut, so it is never judged."""
     out = []
     for record in records:
         probe = plan.probe_of.get(record.index)
         if probe is not None:
             error = None if record.ok else (record.error or "not finished")
-            out.append(read_answer(probe, bodies.get(record.index, b""), error, level))
+            answer = read_answer(probe, bodies.get(record.index, b""), error, level)
+            out.append(replace(answer, cut=True) if is_cut(record) else answer)
     return tuple(out)
