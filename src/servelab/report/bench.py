@@ -111,8 +111,7 @@ def _answers(level: LevelSummary) -> list[tuple[str, str]]:
     failures = ", ".join(f"{code} {n}" for code, n in a.failures) or "none"
     top1 = "n/a" if a.top1_agree is None else f"{a.top1_agree * 100:.1f}%"
     if a.unchecked:
-        return [("answers wrong / probes",
-                 f"not checked: all {a.cut} probes cut by the run's end")]  # fmt: skip
+        return [("answers wrong / probes", f"not checked: all {a.cut} probes cut by the run's end")]
     cut = f"; {a.cut} cut by the run's end, not judged" if a.cut else ""
     return [
         ("answers wrong / probes", f"{a.wrong} / {a.answers} ({a.differ} differ from C1{cut})"),
