@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_ports
-from tests.support.generic import servelab_in
-from tests.support.processes import live_procs_under
+from tests.support.generic import downed_in
 from tests.support.specs import PdPorts, write_pd_spec
 
 _rng = random.Random(os.getpid())
@@ -28,11 +27,8 @@ _rng = random.Random(os.getpid())
 def root(tmp_path: Path) -> Iterator[Path]:
     ports = PdPorts(*free_ports(5, draw=lambda: _rng.randint(24000, 24999)))
     write_pd_spec(tmp_path, ports=ports, time_scale=0.05)
-    try:
+    with downed_in(tmp_path):
         yield tmp_path
-    finally:
-        servelab_in(tmp_path, "down")
-    assert live_procs_under(tmp_path) == []
 
 
 def _ignores(pid: int, signum: int) -> bool:

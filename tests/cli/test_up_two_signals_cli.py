@@ -25,8 +25,8 @@ import pytest
 
 from servelab.io.specfile import load_spec
 from tests.support import free_ports
-from tests.support.generic import servelab_in, servelab_process, text_or_empty
-from tests.support.processes import held_still, live_procs_under
+from tests.support.generic import downed_in, servelab_process, text_or_empty
+from tests.support.processes import held_still
 from tests.support.putbacks import answers
 from tests.support.specs import PdPorts, write_pd_spec
 
@@ -37,11 +37,8 @@ _rng = random.Random(os.getpid())
 def root(tmp_path: Path) -> Iterator[Path]:
     ports = PdPorts(*free_ports(5, draw=lambda: _rng.randint(20000, 20999)))
     write_pd_spec(tmp_path, ports=ports, time_scale=0.05)
-    try:
+    with downed_in(tmp_path):
         yield tmp_path
-    finally:
-        servelab_in(tmp_path, "down")
-    assert live_procs_under(tmp_path) == []
 
 
 def _pgid(root: Path, service: str) -> int | None:

@@ -15,7 +15,8 @@ from tests.support import run_cli
 from tests.support.processes import live_procs_under
 
 __all__ = [
-    "HTTP_SERVER", "generic_service", "servelab_in", "servelab_process", "text_or_empty", "up_in",
+    "HTTP_SERVER", "downed_in", "generic_service", "servelab_in", "servelab_process",
+    "text_or_empty", "up_in",
 ]  # fmt: skip
 
 #: A service's start command: a real HTTP server on ``{port}``, exec'd so its pid is the service's.
@@ -60,6 +61,14 @@ def up_in(root: Path) -> Iterator[Path]:
     down`` and no process left under ``root``."""
     code, _, err = servelab_in(root, "up")
     assert code == 0, err
+    with downed_in(root):
+        yield root
+
+
+@contextlib.contextmanager
+def downed_in(root: Path) -> Iterator[Path]:
+    """``root`` (its ``servelab.toml``) for the block, then ``servelab down`` and no process left
+    under ``root`` (a test that brings it up itself)."""
     try:
         yield root
     finally:
