@@ -1,8 +1,9 @@
-"""A command started with SIGHUP ignored (``nohup servelab ...``, then the SSH session closes) keeps
-it ignored while it runs: the hostile pass's ``nohup servelab restart`` ended by the hang-up
-("restart interrupted; down: router", exit 129), because the command's own handlers went in over
-the ignored disposition. Real processes: ``servelab up`` of the simulated workers behind the real
-sglang-router, the hang-up sent while it starts them (its stderr has said the prefill started)."""
+"""A command started with SIGHUP ignored (``nohup servelab ...``, then the SSH session closes), or
+SIGINT (a background job of a script), keeps it ignored while it runs: the hostile pass's
+``nohup servelab restart`` ended by the hang-up ("restart interrupted; down: router", exit 129),
+because the command's own handlers went in over the ignored disposition. Real processes:
+``servelab up`` of the simulated workers behind the real sglang-router, the signal sent while it
+starts them (its stderr has said the prefill started)."""
 
 from __future__ import annotations
 
@@ -38,16 +39,18 @@ def _ignores(pid: int, signum: int) -> bool:
     raise AssertionError(f"no SigIgn line for {pid}")
 
 
-def _hup_ignored() -> None:
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
-
 @pytest.mark.timeout(300)
-def test_a_command_started_with_sighup_ignored_keeps_it_ignored(root: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT], ids=["nohup", "background"])
+def test_a_command_started_with_a_stop_signal_ignored_keeps_it_ignored(
+    root: Path, signum: int
+) -> None:
+    """``nohup`` ignores SIGHUP; a shell without job control starts a background job (``cmd &``
+    in a script) with SIGINT ignored (the thirty-second pass: ``bench`` and ``restart`` so
+    started still stopped on SIGINT)."""
     env = {**os.environ, "SERVELAB_LEDGER": str(root / "ledger.db")}
     proc = subprocess.Popen([sys.executable, "-m", "servelab", "up"], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_hup_ignored)  # fmt: skip
+                            preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN))  # fmt: skip
     try:
         assert proc.stderr is not None
         seen = []
@@ -56,8 +59,8 @@ def test_a_command_started_with_sighup_ignored_keeps_it_ignored(root: Path) -> N
             if raw.startswith(b"prefill: started"):
                 break
         assert seen and seen[-1].startswith("prefill: started"), seen
-        assert _ignores(proc.pid, signal.SIGHUP), "the running command handles SIGHUP"
-        os.kill(proc.pid, signal.SIGHUP)
+        assert _ignores(proc.pid, signum), f"the running command handles {signum}"
+        os.kill(proc.pid, signum)
         out, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from servelab.io.signalsdeferred import not_ignored
+
 __all__ = [
     "connect_race",
     "hold_from_now",
@@ -75,7 +77,8 @@ async def offering_second(coro: Coroutine[Any, Any, T]) -> T:
             loops(signum, frame)
 
     with contextlib.suppress(ValueError):  # not the main thread: not ours
-        signal.signal(signal.SIGINT, offered)
+        if not_ignored((signal.SIGINT,)):  # ignored at the start (a background job): it stays
+            signal.signal(signal.SIGINT, offered)
     asyncio.get_running_loop().set_exception_handler(_unless_connect_race)
     return await coro
 
