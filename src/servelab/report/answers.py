@@ -45,12 +45,15 @@ def _cut_note(j: AnswersJudgement) -> str:
 
 def answers_phrase(j: AnswersJudgement) -> str:
     """What the answers say, in a few words (the perf plan's headline carries it); answers
-    not checked when every probe of an arm was cut by the run's end."""
+    not checked when no probe of an arm was judged (all cut by the run's end, or none sent)."""
     v = j.verdict
-    unchecked = [a.arm for a in (j.baseline, j.candidate) if a.unchecked]
+    unchecked = [a for a in (j.baseline, j.candidate) if a.unchecked]
     if unchecked and v.n == 0:
-        return (f"answers NOT checked (every probe of {' and '.join(unchecked)} was cut by the "
-                "run's end): the verdict is on speed alone")  # fmt: skip
+        cut = " and ".join(a.arm for a in unchecked if a.cut)
+        unsent = " and ".join(a.arm for a in unchecked if not a.cut)
+        why = [f"every probe of {cut} was cut by the run's end"] if cut else []
+        why += [f"no probe of {unsent} was sent before the run's end"] if unsent else []
+        return f"answers NOT checked ({'; '.join(why)}): the verdict is on speed alone"
     return _outcome_phrase(j) + _cut_note(j)
 
 

@@ -1,7 +1,5 @@
 """Bench results as text: a rich table, markdown, CSV, per-request JSONL, a JSON document.
-
-Renderers only return values (``str``, a rich ``Table``, JSON-ready dicts); the CLI writes them.
-"""
+Renderers only return values (``str``, a rich ``Table``, JSON-ready dicts); the CLI writes them."""
 
 from __future__ import annotations
 
@@ -108,10 +106,11 @@ def _answers(level: LevelSummary) -> list[tuple[str, str]]:
     a = level.answers
     if a is None:
         return []
+    if a.unchecked:
+        why = f"all {a.cut} probes cut" if a.cut else "no probe sent"
+        return [("answers wrong / probes", f"not checked: {why} by the run's end")]
     failures = ", ".join(f"{code} {n}" for code, n in a.failures) or "none"
     top1 = "n/a" if a.top1_agree is None else f"{a.top1_agree * 100:.1f}%"
-    if a.unchecked:
-        return [("answers wrong / probes", f"not checked: all {a.cut} probes cut by the run's end")]
     cut = f"; {a.cut} cut by the run's end, not judged" if a.cut else ""
     return [
         ("answers wrong / probes", f"{a.wrong} / {a.answers} ({a.differ} differ from C1{cut})"),

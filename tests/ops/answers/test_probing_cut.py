@@ -102,6 +102,23 @@ def test_an_arm_whose_every_probe_was_cut_is_not_checked() -> None:
     assert f"{3 * n} cut" in "\n".join(answers_lines(judged))
 
 
+def test_an_arm_none_of_whose_probes_was_sent_is_not_checked() -> None:
+    """A deadline before any probe left (the thirty-second pass: "answers inconclusive: 0 of 0
+    against 0 of 0 wrong", the candidate then kept on speed without a word)."""
+    n = len(PLAIN)
+    visits = [ArmVisitAnswers("base", r, _read(["ok"] * n)) for r in range(3)]
+    visits += [ArmVisitAnswers("cand", r, ()) for r in range(3)]
+    judged = judge(CONFIG, _references(), "base", "cand", visits)
+    assert judged.candidate.unchecked and judged.candidate.cut == 0
+    phrase = answers_phrase(judged)
+    assert phrase.startswith("answers NOT checked (no probe of cand was sent"), phrase
+    assert phrase.endswith("the verdict is on speed alone"), phrase
+    both = judge(CONFIG, _references(), "base", "cand", [ArmVisitAnswers("base", 0, ()),
+                 ArmVisitAnswers("cand", 0, _read(["cut"] * n))])  # fmt: skip
+    said = answers_phrase(both)
+    assert "every probe of cand was cut" in said and "no probe of base was sent" in said, said
+
+
 def test_a_slower_arm_cut_by_the_deadline_does_not_change_answers() -> None:
     """The repro's shape: the candidate's later probes still in flight at the deadline; its
     finished ones match the references. Judged on the pairs both arms finished: unchanged."""

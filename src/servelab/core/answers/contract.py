@@ -167,8 +167,8 @@ class ArmAnswers:
     """One arm's probe answers: how many, how many differ from the reference, how many are
     wrong (:attr:`AnswerCheck.wrong`), structural failures by kind, retrieval recall, the mean
     top-1 agreement (None: no log-probabilities), and a few differing answers; ``cut``: the
-    probes cut by the run's end, not judged and counted in none of the others (``answers`` 0
-    and ``cut`` above 0: the arm's answers were not checked)."""
+    probes cut by the run's end, not judged and counted in none of the others (``answers`` 0:
+    the arm's answers were not checked, its probes cut or none sent before the run's end)."""
 
     arm: str
     answers: int
@@ -183,8 +183,9 @@ class ArmAnswers:
 
     @property
     def unchecked(self) -> bool:
-        """True when every probe of the arm was cut: its answers were not checked."""
-        return self.answers == 0 and self.cut > 0
+        """True when no answer of the arm was judged (every probe cut by the run's end, or none
+        sent before it): its answers were not checked."""
+        return self.answers == 0
 
 
 def summarize_arm(
