@@ -6,6 +6,7 @@ not checked. On the simulated stack behind the real router."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -22,8 +23,9 @@ def stack() -> Iterator[SimStack]:
 
 @pytest.mark.timeout(300)
 def test_probes_cut_by_the_deadline_are_counted_cut_not_wrong(stack: SimStack) -> None:
-    """64 requests of 400 tokens at C64 and a 0.15 s deadline: every request (the 3 probes
-    among them) is still in flight when the run ends."""
+    """64 requests of 400 tokens at C64 and a 0.15 s deadline: every request sent (the 3 probes
+    among them) is still in flight when the run ends (on a busy machine a probe may not have
+    left by then: it is then neither judged nor cut)."""
     args = ("bench", "--url", stack.router_url, "--concurrency", "64", "--requests", "64",
             "--output-len", "400", "--input-len", "16", "--warmup", "0", "--deadline", "0.15",
             "--check-answers", "--no-ledger")  # fmt: skip
@@ -32,10 +34,11 @@ def test_probes_cut_by_the_deadline_are_counted_cut_not_wrong(stack: SimStack) -
     doc = json.loads(done.stdout)
     (level,) = doc["levels"]
     answers = level["answers"]
-    assert answers["cut"] == 3, answers
+    assert 1 <= answers["cut"] <= 3, answers
     assert answers["wrong"] == 0 and answers["answers"] == 0, answers
     assert answers["failures"] == [] and answers["differ"] == 0, answers
     text = run_cli(*args, timeout=240)
     assert text.returncode == 0, text.stderr
-    assert "not checked: all 3 probes cut by the run's end" in text.stdout, text.stdout
+    assert re.search(r"not checked: (all [123] probes cut|no probe sent) by the run's end",
+                     text.stdout), text.stdout  # fmt: skip
     assert "request-failed" not in text.stdout, text.stdout

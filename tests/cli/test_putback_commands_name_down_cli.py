@@ -35,7 +35,7 @@ from servelab.ops.deploy.putback import as_found, left_as_is, watching_put_backs
 from servelab.ops.knob import get_knob, set_knob
 from tests.support import free_ports, run_cli
 from tests.support.deployed import deployed
-from tests.support.processes import connected, held_still
+from tests.support.processes import connected, default_stop_signals, held_still
 from tests.support.putbacks import FOUND, TARGET, answers, suspect_case
 from tests.support.putbacks import as_found as as_found_on_stack
 from tests.support.specs import PdPorts, write_pd_spec
@@ -81,7 +81,7 @@ def _stopped_before_any_change(stack: LoadedSpec, argv: list[str]) -> tuple[int,
     decode = _pgid(stack, "decode")
     held_still(decode)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=default_stop_signals)  # fmt: skip
     try:
         try:
             deadline = time.monotonic() + 120
@@ -172,7 +172,7 @@ def test_a_second_signal_before_the_put_back_started_names_the_knob_left_at_an_a
     the file left at the arm's value, only the router named down, or "interrupted" alone)."""
     argv = [*_argv(stack, tmp_path / "ledger.db", "ab"), "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=default_stop_signals)  # fmt: skip
     try:
         arm = _held_at_an_arm(stack, proc)
         for sig in signals:

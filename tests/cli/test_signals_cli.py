@@ -22,7 +22,7 @@ from servelab.core.soak.record import SoakRunRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.generic import generic_service, servelab_process, text_or_empty
-from tests.support.processes import listening, live_procs_under
+from tests.support.processes import default_stop_signals, listening, live_procs_under
 from tests.support.servers import SEEN, Seen, served, streaming_app
 
 SIGNALS = [signal.SIGTERM, signal.SIGHUP]
@@ -128,6 +128,7 @@ async def _start(tmp_path: Path, *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "servelab", *args, cwd=tmp_path, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        preexec_fn=default_stop_signals,
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support import run_cli
-from tests.support.processes import live_procs_under
+from tests.support.processes import default_stop_signals, live_procs_under
 
 __all__ = [
     "HTTP_SERVER", "downed_in", "generic_service", "servelab_in", "servelab_process",
@@ -44,6 +44,7 @@ def servelab_process(root: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "servelab", *args],
         cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=default_stop_signals,
     )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "alive",
     "children",
     "connected",
+    "default_stop_signals",
     "held_still",
     "http_server",
     "listening",
@@ -50,6 +51,14 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def default_stop_signals() -> None:
+    """A child's ``preexec_fn``: SIGHUP, SIGINT and SIGTERM at their defaults, whatever the test
+    run inherited (a suite started under ``nohup`` ignores SIGHUP, and servelab keeps a stop
+    signal ignored at its start ignored): for the tests that send the child those signals."""
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def held_still(pgid: int, timeout: float = 60.0) -> None:

@@ -22,6 +22,7 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knob
 from tests.support.deployed import deployed
+from tests.support.processes import default_stop_signals
 from tests.support.specs import write_pd_spec
 
 __all__ = ["FOUND", "TARGET", "answers", "as_found", "ended", "pd_stack", "start", "suspect_case"]
@@ -73,7 +74,8 @@ def start(loaded: LoadedSpec, ledger_file: Path, *args: str) -> subprocess.Popen
     """``servelab ARGS -f SPEC --ledger LEDGER`` as a process, its output piped."""
     argv = [sys.executable, "-m", "servelab", *args, "-f", loaded.source, "--ledger",
             str(ledger_file)]  # fmt: skip
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ,
+                            preexec_fn=default_stop_signals)  # fmt: skip
 
 
 def ended(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:
