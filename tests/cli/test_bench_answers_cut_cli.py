@@ -23,9 +23,9 @@ def stack() -> Iterator[SimStack]:
 
 @pytest.mark.timeout(300)
 def test_probes_cut_by_the_deadline_are_counted_cut_not_wrong(stack: SimStack) -> None:
-    """64 requests of 400 tokens at C64 and a 0.15 s deadline: every request sent (the 3 probes
-    among them) is still in flight when the run ends (on a busy machine a probe may not have
-    left by then: it is then neither judged nor cut)."""
+    """64 requests of 400 tokens at C64 and a 0.15 s deadline: the run ends with the 3 probes
+    among them still in flight, mostly (on a busy machine a probe may not have left by then,
+    neither judged nor cut, or a short one may have ended, judged): a cut one is never wrong."""
     args = ("bench", "--url", stack.router_url, "--concurrency", "64", "--requests", "64",
             "--output-len", "400", "--input-len", "16", "--warmup", "0", "--deadline", "0.15",
             "--check-answers", "--no-ledger")  # fmt: skip
@@ -34,11 +34,11 @@ def test_probes_cut_by_the_deadline_are_counted_cut_not_wrong(stack: SimStack) -
     doc = json.loads(done.stdout)
     (level,) = doc["levels"]
     answers = level["answers"]
-    assert 1 <= answers["cut"] <= 3, answers
-    assert answers["wrong"] == 0 and answers["answers"] == 0, answers
+    assert answers["cut"] >= 1 and answers["cut"] + answers["answers"] <= 3, answers
+    assert answers["wrong"] == 0, answers
     assert answers["failures"] == [] and answers["differ"] == 0, answers
     text = run_cli(*args, timeout=240)
     assert text.returncode == 0, text.stderr
-    assert re.search(r"not checked: (all [123] probes cut|no probe sent) by the run's end",
-                     text.stdout), text.stdout  # fmt: skip
+    said = r"(not checked: (all [123] probes cut|no probe sent)|[123] cut) by the run's end"
+    assert re.search(said, text.stdout), text.stdout
     assert "request-failed" not in text.stdout, text.stdout
