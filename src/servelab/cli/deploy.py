@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -79,26 +80,17 @@ def _operate(
     say: Progress | None,
     kind: Hold = Hold.CHANGE,
     *,
-    names_down: bool = False,
-    names_running: bool = False,
-    names_stopped: list[str] | None = None,
+    net: Callable[[Callable[[], LoadedSpec]], AbstractContextManager[None]] | None = None,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command,
-    holding the deployment's lock as ``kind`` needs. ``names_down`` (``restart``): a second stop
-    signal that cut the cleanup short, nothing noted, has what is down read and named with the
-    command that brings it back (:func:`~servelab.cli.interrupted.naming_restart_down`), never
-    "interrupted" alone; ``names_running`` (``up``): what still runs, with the commands that
-    stop it or bring the rest up (:func:`~servelab.cli.interrupted.naming_up_left`);
-    ``names_stopped`` (``down``, the services it was given): what it stopped and what still runs,
-    with the ``down`` that finishes it (:func:`~servelab.cli.interrupted.naming_stopped`)."""
+    holding the deployment's lock as ``kind`` needs. ``net``: the stop net for a second signal
+    that cut the cleanup short with nothing noted, given how to read the deployment, so what is
+    left is read and named, never "interrupted" alone (``restart``:
+    :func:`~servelab.cli.interrupted.naming_restart_down`, what is down; ``up``:
+    :func:`~servelab.cli.interrupted.naming_up_left`, what still runs; ``down``:
+    :func:`~servelab.cli.interrupted.naming_stopped`, what it stopped and what still runs)."""
     loaded = where.deployment()
-    named: AbstractContextManager[None] = nullcontext()
-    if names_down:
-        named = naming_restart_down(lambda: loaded)
-    elif names_running:
-        named = naming_up_left(lambda: loaded)
-    elif names_stopped is not None:
-        named = naming_stopped(lambda: loaded, names_stopped)
+    named = nullcontext() if net is None else net(lambda: loaded)
     with where.exclusive(wait=wait, kind=kind), named:
         return run(_with_ledger(where, loaded, action, say))
 
@@ -134,9 +126,11 @@ def _up_or_down(
     as_json: bool,
     wait: bool,
 ) -> None:
+    net = (
+        naming_up_left if action is deploy.up else partial(naming_stopped, services=list(services))
+    )
     report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json),
-                      names_running=action is deploy.up,
-                      names_stopped=list(services) if action is deploy.down else None)  # fmt: skip
+                      net=net)  # fmt: skip
     if report.error is not None:  # down, not recorded: it stopped all the same
         error(f"{report.action}: {report.error}")
     _show(deploy_json(report), render_deploy(report), as_json, report.ok)
@@ -273,7 +267,7 @@ def restart_command(
 
     with holding_once_done():
         try:
-            report = _operate(where, wait, restarted, _quiet(as_json), names_down=True)
+            report = _operate(where, wait, restarted, _quiet(as_json), net=naming_restart_down)
         except RestartLeftDown as exc:  # --json: the report (error, down, recovery); one line too
             if not as_json and not stopped_by():
                 raise
