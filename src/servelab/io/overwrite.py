@@ -110,43 +110,36 @@ def linked_folder(out_dir: Path, rel: str) -> str | None:
 
 
 def folder_refusal(path: Path) -> str | None:
-    """Why ``path`` cannot be written where it is named: its folder is not there (a dangling
-    link too) or is no folder; None when it is one, or when it cannot be looked at (the write
-    says why)."""
-    folder = path.parent
-    try:
-        found = os.stat(folder)  # follows links: a link to a folder is one
-    except (FileNotFoundError, NotADirectoryError):
-        if os.path.lexists(folder) and not os.path.islink(folder):
-            return f"cannot write {path}: {folder} is not a directory"
-        return f"cannot write {path}: no directory {folder} (create it first)"
-    except OSError as exc:  # a link loop: no folder; unreadable, too long: the write's words
-        looped = exc.errno == errno.ELOOP
-        return f"cannot write {path}: no directory {folder} (a link loop)" if looped else None
-    except ValueError:  # a NUL: the write's own words
-        return None
-    if not stat.S_ISDIR(found.st_mode):
-        return f"cannot write {path}: {folder} is not a directory"
-    return None
+    """Why ``path`` cannot be written where it is named: its folder is not there, is a link to
+    nothing (or a loop), or is no folder; None when it is one, or when it cannot be looked at
+    (the write says why)."""
+    if not os.path.lexists(path.parent):
+        return f"cannot write {path}: no directory {path.parent} (create it first)"
+    return _no_folder(path, path.parent)
 
 
 def folders_refusal(path: Path) -> str | None:
     """Why the folders of ``path``, which its writer makes (``parents=True``: a csv export's),
     cannot be made: the nearest one that is there is no folder (a file, a FIFO, ``/dev/null``),
     or is a link to nothing (or a loop); None when it is a folder, or cannot be looked at."""
-    for folder in path.parents:
-        if not os.path.lexists(folder):
-            continue  # made by the writer, as its parents are
-        try:
-            found = os.stat(folder)  # follows links: a link to a folder is one
-        except (FileNotFoundError, NotADirectoryError):
-            return f"cannot write {path}: no directory {folder} (a link to nothing)"
-        except OSError as exc:  # a link loop: no folder; unreadable: the write's own words
-            looped = exc.errno == errno.ELOOP
-            return f"cannot write {path}: no directory {folder} (a link loop)" if looped else None
-        if not stat.S_ISDIR(found.st_mode):
-            return f"cannot write {path}: {folder} is not a directory"
+    there = next((folder for folder in path.parents if os.path.lexists(folder)), None)
+    return None if there is None else _no_folder(path, there)
+
+
+def _no_folder(path: Path, folder: Path) -> str | None:
+    """Why ``folder``, which is there (a link, maybe), holds no ``path``: None when it is a folder
+    (a link to one too) or cannot be looked at (unreadable, too long, a NUL: the write's words)."""
+    try:
+        found = os.stat(folder)  # follows links: a link to a folder is one
+    except (FileNotFoundError, NotADirectoryError):
+        return f"cannot write {path}: no directory {folder} (a link to nothing)"
+    except OSError as exc:  # a link loop: no folder
+        looped = exc.errno == errno.ELOOP
+        return f"cannot write {path}: no directory {folder} (a link loop)" if looped else None
+    except ValueError:
         return None
+    if not stat.S_ISDIR(found.st_mode):
+        return f"cannot write {path}: {folder} is not a directory"
     return None
 
 
