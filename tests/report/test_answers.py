@@ -128,3 +128,28 @@ def test_answers_asked_for_but_not_checked_are_said_never_silent() -> None:
         said = unchecked_phrase(why)
         assert said.startswith("answers NOT checked (") and words in said
         assert "speed alone" in said
+
+
+def test_the_gate_keeps_no_candidate_whose_answers_were_not_checked() -> None:
+    """The thirty-second pass: ``--answers gate`` with every probe of the candidate cut by the
+    run's end (or none sent before it) kept the faster candidate on its speed alone, though the
+    gate keeps only a candidate whose answers are shown unchanged (it refuses ``--keep better``
+    up front where no probe can be sent)."""
+    verdict = decide_answers([])
+    base = ArmAnswers("256", 4, 0, 0, (), 0, 0, 1.0)
+    for cand in (ArmAnswers("512", 0, 0, 0, (), 0, 0, None, cut=4),  # every probe cut
+                 ArmAnswers("512", 0, 0, 0, (), 0, 0, None)):  # none sent  # fmt: skip
+        judged = AnswersJudgement(AnswersMode.GATE, base, cand, verdict, "k", 1, 8, 100)
+        faster = Comparison(64, 1.116, (1.08, 1.15), Verdict.BETTER, "256", "512")
+        result = AbResult("decode", "K", "256", "512", comparisons=(faster,), answers=judged)
+        assert judged.unshown and not judged.gates and judged.holds_back
+        assert better_arm(result) is None
+        for keep in ("better", "candidate", "512"):
+            assert kept_value(keep, result) is None and not_kept(keep, result) == (
+                NotKept.ANSWERS_UNSHOWN
+            )
+        assert headline(result).endswith(": not kept on its speed alone")
+        assert "answers NOT checked" in headline(result)
+        checked = replace(result, answers=replace(judged, mode=AnswersMode.CHECK))
+        assert better_arm(checked) == "512"  # check: shown, not gating
+        assert headline(checked).endswith("the verdict is on speed alone")

@@ -45,7 +45,8 @@ def _cut_note(j: AnswersJudgement) -> str:
 
 def answers_phrase(j: AnswersJudgement) -> str:
     """What the answers say, in a few words (the perf plan's headline carries it); answers
-    not checked when no probe of an arm was judged (all cut by the run's end, or none sent)."""
+    not checked when no probe of an arm was judged (all cut by the run's end, or none sent):
+    under the gate a candidate so left is not kept on its speed alone."""
     v = j.verdict
     unchecked = [a for a in (j.baseline, j.candidate) if a.unchecked]
     if unchecked and v.n == 0:
@@ -53,7 +54,8 @@ def answers_phrase(j: AnswersJudgement) -> str:
         unsent = " and ".join(a.arm for a in unchecked if not a.cut)
         why = [f"every probe of {cut} was cut by the run's end"] if cut else []
         why += [f"no probe of {unsent} was sent before the run's end"] if unsent else []
-        return f"answers NOT checked ({'; '.join(why)}): the verdict is on speed alone"
+        verdict = "not kept on its speed alone" if j.unshown else "the verdict is on speed alone"
+        return f"answers NOT checked ({'; '.join(why)}): {verdict}"
     return _outcome_phrase(j) + _cut_note(j)
 
 

@@ -104,7 +104,8 @@ def test_an_arm_whose_every_probe_was_cut_is_not_checked() -> None:
 
 def test_an_arm_none_of_whose_probes_was_sent_is_not_checked() -> None:
     """A deadline before any probe left (the thirty-second pass: "answers inconclusive: 0 of 0
-    against 0 of 0 wrong", the candidate then kept on speed without a word)."""
+    against 0 of 0 wrong", the candidate then kept on speed without a word; then said, and still
+    kept on speed alone under the gate)."""
     n = len(PLAIN)
     visits = [ArmVisitAnswers("base", r, _read(["ok"] * n)) for r in range(3)]
     visits += [ArmVisitAnswers("cand", r, ()) for r in range(3)]
@@ -112,7 +113,9 @@ def test_an_arm_none_of_whose_probes_was_sent_is_not_checked() -> None:
     assert judged.candidate.unchecked and judged.candidate.cut == 0
     phrase = answers_phrase(judged)
     assert phrase.startswith("answers NOT checked (no probe of cand was sent"), phrase
-    assert phrase.endswith("the verdict is on speed alone"), phrase
+    # under the gate (CONFIG's mode) a candidate whose answers were not checked is not kept
+    assert phrase.endswith("not kept on its speed alone"), phrase
+    assert judged.unshown and judged.holds_back
     both = judge(CONFIG, _references(), "base", "cand", [ArmVisitAnswers("base", 0, ()),
                  ArmVisitAnswers("cand", 0, _read(["cut"] * n))])  # fmt: skip
     said = answers_phrase(both)

@@ -60,12 +60,13 @@ class AnswersJudgement:
     @property
     def unshown(self) -> bool:
         """True when the mode gates, too few pairs could show the answers unchanged and the
-        candidate got more of them wrong than the baseline: not refused (not significant), but
-        not kept on its speed alone either. With no more wrong than the baseline there is no
-        sign of a change to hold it back for."""
+        candidate got more of them wrong than the baseline, or none of its answers was judged
+        (every probe cut by the run's end, or none sent before it): not refused (not
+        significant), but not kept on its speed alone either. With answers judged and no more
+        wrong than the baseline there is no sign of a change to hold it back for."""
         v = self.verdict
         return (self.mode is AnswersMode.GATE and v.outcome is AnswersOutcome.INCONCLUSIVE
-                and v.candidate_wrong > v.baseline_wrong)  # fmt: skip
+                and (v.candidate_wrong > v.baseline_wrong or self.candidate.unchecked))  # fmt: skip
 
     @property
     def holds_back(self) -> bool:
