@@ -83,6 +83,13 @@ def _bench(
         return json.loads(out.read()), usage.ru_maxrss, time.monotonic() - t0
 
 
+def _may_hold() -> bool:
+    """Whether a bench here may hold a burst's writes (``CAP_SYS_NICE`` or an RTPRIO)."""
+    code = "from servelab.io import instant\nwith instant.held() as ahead: print(ahead)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return out.stdout.strip() == "True"
+
+
 def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Path = TRACE,
              workers: tuple[int, ...] = (1,),
              trees: tuple[tuple[str, Path | None], ...] = (("this", None),)) -> None:  # fmt: skip
@@ -95,6 +102,9 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
               "connections before its replay (--warmup); since a07d4a58 a replay also builds "
               "its first instant's requests and opens their connections before its clock "
               "starts (before it, on that instant's time)")  # fmt: skip
+        print(f"a burst's writes ahead of ordinary processes (SCHED_FIFO while they are "
+              f"written, io/instant.held): {'yes' if _may_hold() else 'no, not permitted here'} "
+              "(trees before it write them at their niceness)")  # fmt: skip
         print("| run | tree | workers | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms "
               "| loop lag p99 ms | hit rate | load avg | by position in a burst: p99 ms (n) "
               "| first instant: max ms (n) | client late |")  # fmt: skip

@@ -5,8 +5,11 @@ a spin has none), its descriptor closed however the wait ends."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import resource
+import subprocess
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from time import perf_counter_ns
@@ -77,3 +80,71 @@ def test_an_instant_past_the_clocks_reach_is_refused_not_truncated() -> None:
                 await instant.wait_until(when)
 
     _run("asyncio", main)
+
+
+#: A child process that enters :func:`instant.held` at niceness 3, raises inside it, and prints
+#: what it yielded and its policy and niceness inside and after it.
+_HELD_CHILD = """
+import json, os
+from servelab.io import instant
+os.nice(3)
+seen = {}
+try:
+    with instant.held() as ahead:
+        seen["ahead"] = ahead
+        seen["inside"] = os.sched_getscheduler(0)
+        raise KeyboardInterrupt
+except KeyboardInterrupt:
+    pass
+seen["after"] = os.sched_getscheduler(0)
+seen["nice"] = os.nice(0)
+with instant.held() as again:
+    seen["again"] = again
+print(json.dumps(seen))
+"""
+
+
+def _may_raise() -> bool:
+    """Whether this process may run ``SCHED_FIFO``: ``CAP_SYS_NICE`` (bit 23) or an RTPRIO."""
+    caps = next(
+        ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("CapEff")
+    )
+    return (
+        bool(int(caps.split()[1], 16) >> 23 & 1)
+        or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0
+    )
+
+
+def _held_child(*prefix: str) -> dict[str, Any]:
+    out = subprocess.run([*prefix, sys.executable, "-c", _HELD_CHILD], capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    return dict(json.loads(out.stdout))
+
+
+def test_held_runs_the_block_ahead_and_puts_policy_and_niceness_back() -> None:
+    seen = _held_child()
+    ahead = _may_raise()
+    assert seen["ahead"] is ahead and seen["again"] is ahead
+    assert seen["inside"] == (os.SCHED_FIFO if ahead else os.SCHED_OTHER)
+    assert seen["after"] == os.SCHED_OTHER  # put back though the block raised
+    assert seen["nice"] == 3
+
+
+def test_held_without_the_privilege_changes_nothing() -> None:
+    seen = _held_child("setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice")
+    assert seen == {"ahead": False, "inside": os.SCHED_OTHER, "after": os.SCHED_OTHER, "nice": 3,
+                    "again": False}  # fmt: skip
+
+
+def test_held_inside_a_real_time_thread_leaves_its_policy() -> None:
+    if not _may_raise():
+        pytest.fail("this test needs CAP_SYS_NICE (CI runs as root)")
+    code = (
+        "import os; from servelab.io import instant\n"
+        "os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(2))\n"
+        "with instant.held() as ahead: pass\n"
+        "print(ahead, os.sched_getscheduler(0) == os.SCHED_RR, os.sched_getparam(0).sched_priority)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         check=True)  # fmt: skip
+    assert out.stdout.split() == ["True", "True", "2"]

@@ -12,18 +12,29 @@ loop: the process sleeps until the instant itself, a high-resolution kernel time
 the thread's timer slack, set to 1 µs from the default 50 µs), and a process that slept is the
 one the scheduler runs first. Where there is no ``timerfd`` (not Linux) :func:`available` is
 False and callers spin as before (libc is looked up at the first call, not at import).
+
+:func:`held` keeps the thread on its core while it writes the requests of one instant: each
+write to a loopback server wakes the server's thread, and the kernel often runs that wakee on the
+writer's core at once, cutting the burst after its first request (one process: a burst's second
+to last requests left 1-3 ms late, the first on time). Inside the block the thread runs
+``SCHED_FIFO`` at the lowest real-time priority, ahead of every ordinary process, where the
+process may (root, ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO``); elsewhere nothing changes. The
+block is synchronous (no ``await`` inside: it ends) and its policy is put back as it was, the
+niceness kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import functools
 import os
 import sys
+from collections.abc import Iterator
 from time import perf_counter_ns
 
-__all__ = ["available", "wait_until"]
+__all__ = ["available", "held", "wait_until"]
 
 _CLOCK_MONOTONIC = 1
 _TFD_TIMER_ABSTIME = 1
@@ -105,3 +116,40 @@ async def wait_until(when_ns: int) -> None:
         os.close(fd)
     while perf_counter_ns() < when_ns:  # never before it (the kernel's timer never fires early)
         await asyncio.sleep(0)
+
+
+#: The real-time priority :func:`held` runs at: the lowest, ahead of ordinary processes only.
+_HOLD_PRIORITY = 1
+#: Refused once (no privilege, or no such call): never asked again in this process.
+_hold_refused: list[bool] = []
+
+
+@contextlib.contextmanager
+def held() -> Iterator[bool]:
+    """Run the (synchronous) block ``SCHED_FIFO`` where permitted: yields True when the thread is
+    ahead of ordinary processes in it (it was, or now is), False where the process may not be.
+    The policy and its priority are put back as they were when the block ends, however."""
+    before = _raised()
+    try:
+        yield before is not None
+    finally:
+        if before:
+            policy, param = before
+            os.sched_setscheduler(0, policy, param)  # a step down: always permitted
+
+
+def _raised() -> tuple[int, os.sched_param] | tuple[()] | None:
+    """Raise this thread to ``SCHED_FIFO``: the policy to put back (empty: it was real-time
+    already), or None where it may not."""
+    if _hold_refused or not hasattr(os, "sched_setscheduler"):
+        return None
+    try:
+        policy = os.sched_getscheduler(0)
+        if policy in (os.SCHED_FIFO, os.SCHED_RR):
+            return ()
+        param = os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(_HOLD_PRIORITY))
+    except OSError:  # EPERM: no privilege (a container without CAP_SYS_NICE, a user's shell)
+        _hold_refused.append(True)
+        return None
+    return policy, param
