@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from time import perf_counter_ns
@@ -18,9 +19,10 @@ from servelab.core.load.metrics import dispatch_delay_ns, ttft_ns
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceWindow, session_offsets_ns
 from servelab.io.http.client import chat_body
-from servelab.io.http.stream import StreamClient
+from servelab.io.http.stream import Chain, Outgoing, StreamClient
 from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.jobs import Job
 from servelab.ops.bench.load import Load
 from servelab.ops.bench.replay import Replay
 from tests.support.servers import served
@@ -216,3 +218,35 @@ async def test_a_first_instants_burst_is_built_before_the_clock_starts(
     sent = [r.sent_ns for r in burst]
     assert sent == sorted(sent) and min(sent) >= instant
     assert max(sent) < min(r.first_byte_ns or 0 for r in burst)  # written before any answer
+
+
+class _Watched(Load):
+    """A :class:`Load` noting this thread's scheduling policy at each request it writes."""
+
+    policies: list[int]
+
+    def _launch(self, job: Job, scheduled: int) -> tuple[Chain, Outgoing]:
+        self.policies.append(os.sched_getscheduler(0))
+        return super()._launch(job, scheduled)
+
+
+async def test_a_bursts_requests_are_written_ahead_of_ordinary_processes(
+    server: str, tmp_path: Path
+) -> None:
+    """A burst of 130 conversations at one instant: each request is written ``SCHED_FIFO``
+    (the router each write wakes no longer takes the writer's core between two of them; CI
+    runs as root), the thread back to its policy after; a lone request after them too."""
+    lines = [{"session_id": f"s{k}", "timestamp": 0, "input_length": 40,
+              "output_length": 1, "hash_ids": [k]} for k in range(130)]  # fmt: skip
+    lines += [{"timestamp": 100, "input_length": 40, "output_length": 1, "hash_ids": [999]}]
+    path = tmp_path / "held.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
+                    lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
+    async with StreamClient(server, concurrency=256) as client:
+        load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000ac")
+        load.policies = []
+        await asyncio.wait_for(load.replay(replay), 60)
+    assert len(load.records) == 131 and all(r.ok for r in load.records)
+    assert load.policies == [os.SCHED_FIFO] * 131
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
