@@ -18,6 +18,7 @@ Values are strings everywhere (as an env file holds them); a flag's are :data:`O
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -142,7 +143,8 @@ def _as_number(value: str) -> float | None:
 
 def same_value(a: str | None, b: str | None) -> bool:
     """Two layers' values agree: equal strings, or equal numbers (``0.85`` and ``0.850``, ``64``
-    and ``64.0``: an engine reports a resolved number, a file holds what was written)."""
+    and ``64.0``: an engine reports a resolved number, a file holds what was written; ``nan`` and
+    ``NaN``)."""
     if a is None or b is None:
         return a is b
     if a == b:
@@ -150,5 +152,5 @@ def same_value(a: str | None, b: str | None) -> bool:
     i, j = _as_whole(a), _as_whole(b)
     if i is not None and j is not None:  # exactly: 2**53 + 1 and 2**53 are two settings
         return i == j
-    x, y = _as_number(a), _as_number(b)
-    return x is not None and y is not None and x == y
+    x, y = _as_number(a), _as_number(b)  # NaN in any spelling is one setting (``nan``, ``NaN``)
+    return x is not None and y is not None and (x == y or (math.isnan(x) and math.isnan(y)))

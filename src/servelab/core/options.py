@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from servelab.core.deploy.spec import MAX_TIMEOUT_S
+from servelab.core.knob import same_value
 from servelab.core.load.lengths import MAX_TOKENS, longest
 from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
@@ -376,14 +377,15 @@ class KnobValues:
 
 def parse_knob_values(text: str) -> KnobValues:
     """``decode:NAME=128,256,512`` → ``KnobValues("decode", "NAME", ("128", "256", "512"))``:
-    two or more distinct values, none empty."""
+    two or more distinct settings, none empty."""
     expected = OptionError(f"expected {KNOB_VALUES_FORM} (two or more distinct values)")
     try:
         service, name, rest = _knob_target(text)
     except ValueError:
         raise expected from None
     values = tuple(v.strip() for v in rest.split(","))
-    if len(values) < 2 or not all(values) or len(set(values)) != len(values):
+    repeats = any(same_value(a, b) for k, a in enumerate(values) for b in values[k + 1 :])
+    if len(values) < 2 or not all(values) or repeats:  # one setting twice: 256,256.0; nan,NaN
         raise expected
     return KnobValues(service, name, values)
 
@@ -397,7 +399,7 @@ def parse_change(text: str) -> tuple[str, str, str | None, str | None]:
         before, after = (v.strip() or None for v in rest.split(","))
     except ValueError:
         raise expected from None
-    if before == after:
+    if same_value(before, after):
         raise expected
     return service, name, before, after
 
