@@ -1,4 +1,4 @@
-"""The decode worker's own CPU, in process, without the network: its per-request pure work and
+"""The decode worker's own CPU, in process, without the router: its per-request pure work and
 its step loop's per-token work, each in CPU time (``time.thread_time``, the fastest of
 ``--repeats``: other work on the machine does not count).
 
@@ -8,7 +8,11 @@ body's JSON, ``parse_request``, ``plan_output``, the response id, the start, tok
 ``step``: the scheduler's ``_emit`` over ``--batch`` sequences for 63 steps, each a real
 ``TokenWriter`` on a real asyncio transport over a Unix socket pair (a thread drains the other
 ends), per token, beside a bare ``socket.send`` of the same count and size: the difference is the
-step loop's Python per token. A revision's source is measured by putting it first on the path::
+step loop's Python per token. ``--socket tcp``: the pairs are loopback TCP connections (as the
+router's), whose bare send is the kernel's floor per token: on loopback the sender's own call
+also runs the receive side (the softirq up to the reader's socket and its wake-up);
+``--congestion cubic`` (or any the machine allows) sets the writers' ``TCP_CONGESTION``.
+A revision's source is measured by putting it first on the path::
 
     .venv/bin/python benchmarks/sim_cpu.py
     git archive c6f94ad4 src | tar -x -C /tmp/before
@@ -24,15 +28,21 @@ import json
 import random
 import selectors
 import socket
+import sys
 import threading
 import time
 import timeit
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from aiohttp import HttpVersion11
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support import free_port
 
 import servelab
 from servelab.sim.limits import CachedTokens
@@ -108,10 +118,30 @@ def _drain(socks: list[socket.socket], stop: threading.Event) -> None:
                 key.fileobj.recv(1 << 16)  # type: ignore[union-attr]
 
 
-async def _step(batch: int, repeats: int) -> tuple[float, float]:
-    """(the step loop's CPU per token, a bare send's), µs."""
+def _tcp_pairs(n: int, congestion: str | None) -> list[tuple[socket.socket, socket.socket]]:
+    """``n`` connected loopback TCP pairs (writer, reader), Nagle off as aiohttp has it, the
+    writers on ``congestion`` control (None: the machine's default)."""
+    with socket.create_server(("127.0.0.1", free_port()), backlog=n) as server:
+        pairs = []
+        for _ in range(n):
+            a = socket.socket()
+            if congestion is not None:
+                a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
+            a.connect(server.getsockname())
+            a.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pairs.append((a, server.accept()[0]))
+    return pairs
+
+
+async def _step(
+    batch: int, repeats: int, kind: str, congestion: str | None = None
+) -> tuple[float, float]:
+    """(the step loop's CPU per token, a bare send's), µs, over ``kind`` sockets."""
     loop = asyncio.get_running_loop()
-    pairs = [socket.socketpair() for _ in range(batch)]
+    if kind == "tcp":
+        pairs = _tcp_pairs(batch, congestion)
+    else:
+        pairs = [socket.socketpair() for _ in range(batch)]
     stop = threading.Event()
     drainer = threading.Thread(target=_drain, args=([b for _, b in pairs], stop), daemon=True)
     drainer.start()
@@ -156,15 +186,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=256, help="step: sequences in the batch")
     p.add_argument("--repeats", type=int, default=7, help="the fastest of this many")
+    p.add_argument("--socket", choices=("unix", "tcp"), default="unix", help="step: the pairs")
+    p.add_argument("--congestion", default=None, help="tcp: the writers' congestion control")
     args = p.parse_args()
     print(f"servelab from {servelab.__file__}")
     parts = _request_parts(args.repeats)
     for name, us in parts.items():
         print(f"{us:8.2f} µs  {name}")
     print(f"{sum(parts.values()):8.2f} µs  a request's pure work, all of the above")
-    emit, bare = asyncio.run(_step(args.batch, args.repeats))
-    print(f"step loop at B={args.batch}: {emit:.2f} µs a token, a bare send {bare:.2f} µs: "
-          f"{emit - bare:.2f} µs of Python a token")  # fmt: skip
+    emit, bare = asyncio.run(_step(args.batch, args.repeats, args.socket, args.congestion))
+    kind = args.socket if args.congestion is None else f"{args.socket}, {args.congestion}"
+    print(f"step loop at B={args.batch} ({kind}): {emit:.2f} µs a token, "
+          f"a bare send {bare:.2f} µs: {emit - bare:.2f} µs of Python a token")  # fmt: skip
 
 
 if __name__ == "__main__":
