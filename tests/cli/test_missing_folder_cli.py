@@ -138,3 +138,12 @@ def test_a_link_loop_as_the_folder_is_an_input_error(tmp_path: Path) -> None:
     done = run_cli("ledger", "export", "--ledger", str(ledger), str(out))
     assert done.returncode == 2, done.stderr
     assert f"no directory {out.parent} (a link loop)" in done.stderr, done.stderr
+
+
+def test_trace_generate_into_a_name_too_long_is_an_input_error(tmp_path: Path) -> None:
+    """The thirty-first pass's low: a 300-character file name exited 1 after the work."""
+    out = tmp_path / ("t" * 300 + ".jsonl")
+    done = run_cli("trace", "generate", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "its name is 306 bytes" in done.stderr and "at most 255 bytes" in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -423,3 +423,21 @@ def test_a_descriptors_name_is_written_to_that_descriptor(tmp_path: Path) -> Non
         assert write_to(Path(f"/dev/fd/{fd}"), b"one\n") == 4
         assert write_to(Path(f"/proc/self/fd/{fd}"), b"two\n") == 4
     assert out.read_bytes() == b"one\ntwo\n"
+
+
+def test_a_name_too_long_for_the_writers_temporary_file_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """The thirty-first pass's low: ``trace generate`` into a 300-character name exited 1 after
+    its work ("File name too long"); a 240-character one fits its folder but not the temporary
+    file written beside it (18 bytes longer), which failed the same way."""
+    for name in ("a" * 300 + ".jsonl", "é" * 120 + ".jsonl"):  # 306 bytes; 246 bytes (UTF-8)
+        with pytest.raises(OptionError, match=r"its name is \d+ bytes.*at most 255 bytes"):
+            check_overwrite(tmp_path / name, False)
+    fits = tmp_path / ("b" * 237)  # 237 + 18 = 255: the temporary file's name still fits
+    check_overwrite(fits, False)
+    write_atomic(fits, b"x")
+    assert fits.read_bytes() == b"x" and sorted(tmp_path.iterdir()) == [fits]
+    fifo = tmp_path / ("f" * 250)  # a FIFO is streamed into: no temporary file, not refused
+    os.mkfifo(fifo)
+    check_overwrite(fifo, False)

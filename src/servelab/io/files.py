@@ -29,9 +29,8 @@ every call's count is checked. A failed or short write (``/dev/full``: no space 
 file and leaves the target as it was. :func:`write_stream` writes to an open descriptor (standard
 output) with the same checks; a closed pipe is an error there too.
 
-A file on an SSH host is written by :data:`REMOTE_WRITE_SCRIPT` (the same rules in POSIX shell),
-which :class:`~servelab.io.hosts.ssh.SSHHost` runs.
-"""
+A file on an SSH host is written by :data:`REMOTE_WRITE_SCRIPT` (the same rules in POSIX shell;
+:class:`~servelab.io.hosts.ssh.SSHHost` runs it)."""
 
 from __future__ import annotations
 
@@ -47,6 +46,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servelab.errors import HostError
+from servelab.io import overwrite
 from servelab.io.overwrite import descriptor, existing, linked_folder, unwritten, write_refusal
 
 __all__ = [
@@ -140,7 +140,7 @@ class AtomicFile:
             kept = existing(self.path)
             _check_writable(self.path, kept)
             fd, name = tempfile.mkstemp(
-                prefix=f".{self.path.name}.", suffix=".partial", dir=self.path.parent
+                prefix=f".{self.path.name}.", suffix=overwrite.PARTIAL, dir=self.path.parent
             )
             self._tmp = Path(name)
             _keep_attributes(fd, self.path, kept, mode)

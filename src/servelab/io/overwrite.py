@@ -14,6 +14,7 @@ from pathlib import Path
 from servelab.errors import HostError, OptionError
 
 __all__ = [
+    "PARTIAL",
     "block_refusal",
     "check_overwrite",
     "descriptor",
@@ -22,6 +23,7 @@ __all__ = [
     "folders_refusal",
     "link_refusal",
     "linked_folder",
+    "name_refusal",
     "unused_stem",
     "unwritten",
     "write_refusal",
@@ -143,6 +145,35 @@ def _no_folder(path: Path, folder: Path) -> str | None:
     return None
 
 
+#: The writer's temporary file beside the file it writes (``.NAME.`` + 8 random characters +
+#: this suffix, :class:`servelab.io.files.FileWriter`), renamed over it once whole.
+PARTIAL = ".partial"
+_TEMP_EXTRA = len("..") + 8 + len(PARTIAL)
+
+
+def name_refusal(path: Path) -> str | None:
+    """Why ``path`` cannot be written whole: its name, with what its temporary file adds, is
+    longer than its folder's file names may be (the system's "File name too long", exit 1 after
+    the work); None when it fits, or is streamed into (a FIFO or a device that is there)."""
+    name = len(os.fsencode(path.name))
+    folder = next((f for f in path.parents if os.path.lexists(f)), Path("."))
+    try:
+        most = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    if name + _TEMP_EXTRA <= most or descriptor(path) is not None:
+        return None
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # streamed into: no temporary file
+    except (OSError, ValueError):
+        pass
+    return (f"cannot write {path}: its name is {name} bytes, and a file is written whole "
+            f"through a temporary file beside it whose name is {_TEMP_EXTRA} bytes longer: "
+            f"{folder} takes names of at most {most} bytes (name the file in at most "
+            f"{most - _TEMP_EXTRA})")  # fmt: skip
+
+
 def check_overwrite(
     path: Path, force: bool, option: str = "--force", *, makes_folder: bool = False
 ) -> None:
@@ -153,8 +184,10 @@ def check_overwrite(
     ``option`` or not (:func:`link_refusal`), before any work; so are a folder itself, a block
     device (:func:`block_refusal`: it holds a disk's bytes) and a folder that is not there
     (:func:`folder_refusal`), unless the writer makes it (``makes_folder``: an export's; then
-    the nearest folder that is there must be one, :func:`folders_refusal`)."""
-    refused = link_refusal(path) or (None if descriptor(path) is not None else block_refusal(path))
+    the nearest folder that is there must be one, :func:`folders_refusal`), and a name too long
+    for its folder (:func:`name_refusal`)."""
+    refused = name_refusal(path) or link_refusal(path)  # (a name too long: no lstat of it)
+    refused = refused or (None if descriptor(path) is not None else block_refusal(path))
     if refused is None:
         refused = folders_refusal(path) if makes_folder else folder_refusal(path)
     if refused is not None:
