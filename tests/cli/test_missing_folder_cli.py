@@ -147,3 +147,14 @@ def test_trace_generate_into_a_name_too_long_is_an_input_error(tmp_path: Path) -
     assert done.returncode == 2, done.stdout + done.stderr
     assert "its name is 306 bytes" in done.stderr and "at most 255 bytes" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_ledger_export_to_an_empty_out_is_an_input_error(tmp_path: Path, fmt: str) -> None:
+    """The thirty-second pass's low: ``ledger export --format csv ""`` exported into the current
+    folder (an empty path is "." to the system)."""
+    ledger = _ledger(tmp_path)
+    done = run_cli("ledger", "export", "--ledger", str(ledger), "--format", fmt, "", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "OUT: is empty" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.db"]

@@ -234,6 +234,9 @@ def ledger_export(
     """Export the whole ledger to OUT (default ``-``: standard output), streamed.
 
     With OUT a file and --json, prints what was written (bytes, runs, records)."""
+    if not out:  # "" is the current folder to a path: csv wrote its files there
+        raise click.BadParameter("is empty: name a file (or a directory for csv), or - for "
+                                 "standard output", param_hint="OUT")  # fmt: skip
     if fmt == "csv" and out == "-":
         raise click.BadParameter(
             "csv writes one file per table: give a directory", param_hint="OUT"
