@@ -158,3 +158,21 @@ def test_ledger_export_to_an_empty_out_is_an_input_error(tmp_path: Path, fmt: st
     assert done.returncode == 2, done.stdout + done.stderr
     assert "OUT: is empty" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.db"]
+
+
+def test_ledger_export_csv_through_a_dotdot_over_a_file_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """The thirty-second pass's low: ``new/../afile/o`` (``new`` missing, ``afile`` a file) was
+    read as text, passed the check and failed after ``new`` was made (exit 1, "File exists")."""
+    ledger = _ledger(tmp_path)
+    (tmp_path / "afile").write_text("kept")
+    done = run_cli("ledger", "export", "--ledger", str(ledger), "--format", "csv",
+                   "new/../afile/o", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{tmp_path / 'afile'} is not a directory" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "ledger.db"]
+    made = run_cli("ledger", "export", "--ledger", str(ledger), "--format", "csv",
+                   "new/../sub/o", cwd=tmp_path)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert (tmp_path / "sub" / "o" / "manifest.json").is_file()

@@ -124,7 +124,21 @@ def folders_refusal(path: Path) -> str | None:
     """Why the folders of ``path``, which its writer makes (``parents=True``: a csv export's),
     cannot be made: the nearest one that is there is no folder (a file, a FIFO, ``/dev/null``),
     or is a link to nothing (or a loop); None when it is a folder, or cannot be looked at."""
-    there = next((folder for folder in path.parents if os.path.lexists(folder)), None)
+    made = _made(path) if ".." in path.parts else path
+    return _nearest_refusal(path, path) or _nearest_refusal(path, made)
+
+
+def _made(path: Path) -> Path:
+    """``path`` as the system makes its folders: a missing NEW in ``NEW/../FILE/OUT`` is made a
+    folder, so its ``..`` is the folder it is in (read as text, FILE went unseen)."""
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):  # a NUL in it: the write's words
+        return path
+
+
+def _nearest_refusal(path: Path, walked: Path) -> str | None:
+    there = next((folder for folder in walked.parents if os.path.lexists(folder)), None)
     return None if there is None else _no_folder(path, there)
 
 
