@@ -77,6 +77,10 @@ def test_lone_requests_and_conversations_come_out_whole_in_file_order() -> None:
         ([{"timestamp": 0, "input_length": 2.5}], "line 1: input_length must be a whole"),
         ([{"timestamp": 0, "input_length": 0}], "line 1: input_length must be .* ≥ 1, got 0$"),
         ([{"timestamp": 0, "input_length": -3}], "line 1: input_length must be .* ≥ 1, got -3$"),
+        # the thirty-second pass: these said "≥ 0" though 0 is refused too
+        ([{"timestamp": 0, "input_length": 0.0}], "whole number ≥ 1, got 0.0$"),
+        ([{"timestamp": 0, "input_length": True}], "whole number ≥ 1, got True$"),
+        ([{"timestamp": 0, "input_length": 1e308}], "whole number ≥ 1, got 1e"),
         ([{"timestamp": -1, "input_length": 2}], "line 1: timestamp must be a number ≥ 0"),
         ([{"timestamp": 0, "input_length": 2, "hash_ids": ["x"]}], "line 1: hash_ids"),
         ([{"session_id": "a", "timestamp": 0, "input_length": 2},

@@ -182,13 +182,15 @@ class TraceLine(TypedDict, total=False):
 _NumberKey = Literal["timestamp", "input_length", "output_length", "delay"]
 
 
-def _number(entry: TraceLine, key: _NumberKey, line: int, *, whole: bool) -> float | None:
+def _number(
+    entry: TraceLine, key: _NumberKey, line: int, *, whole: bool, least: int = 0
+) -> float | None:
     value = entry.get(key)
     if value is None:
         return None
     kind_ok = type(value) is int if whole else type(value) in (int, float)
-    if not kind_ok or value < 0:
-        expected = "a whole number ≥ 0" if whole else "a number ≥ 0"
+    if not kind_ok or value < least:
+        expected = f"a whole number ≥ {least}" if whole else f"a number ≥ {least}"
         raise TraceError(f"line {line}: {key} must be {expected}, got {value!r}")
     if value > _CAPS[key]:
         unit, shown = ("tokens", f"{value:,}") if whole else ("ms", f"{value:g}")
@@ -214,10 +216,9 @@ def check_replay(span_ms: float, speedup: float) -> None:
 
 
 def _turn(entry: TraceLine, line: int) -> TraceTurn:
-    given = entry.get("input_length")
-    if type(given) is int and given < 1:  # a prompt has a token at least
-        raise TraceError(f"line {line}: input_length must be a whole number ≥ 1, got {given}")
-    sizes = [_number(entry, key, line, whole=True) for key in ("input_length", "output_length")]
+    # a prompt has a token at least (``0.0``, ``true``, ``-1`` alike: "a whole number ≥ 1")
+    sizes = [_number(entry, "input_length", line, whole=True, least=1),
+             _number(entry, "output_length", line, whole=True)]  # fmt: skip
     if sizes[0] is None:
         raise TraceError(f"line {line}: input_length (a whole number ≥ 1) is required")
     ids = entry.get("hash_ids") or []
