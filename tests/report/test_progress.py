@@ -228,6 +228,9 @@ LINES: list[tuple[ProgressEvent, str]] = [
      "arm 1 dropped: it changes answers (8 of 21 wrong against 0 of 21 for 0)"),
     (ArmAnswered("suspect", "1", 7, 21), "arm suspect (1): 7/21 answers wrong"),
     (ArmAnswered("suspect", "1", None, 21), "arm suspect (1): 21 answers (judged at the end)"),
+    # the thirty-first pass: cut probes were counted among those answered
+    (ArmAnswered("suspect", "1", 2, 18, 3),
+     "arm suspect (1): 2/18 answers wrong, 3 cut by the run's end (not judged)"),
     # an unset arm is the engine default, never "None" (the thirteenth hostile pass)
     (ArmAnswered("revert", None, 0, 21), "arm revert (the engine default): 0/21 answers wrong"),
     (CaseTestPlanned(f"knob:decode/{K}", "64", None, 1, ("suspect", "revert"), 0, 2, None),

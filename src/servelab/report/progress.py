@@ -99,6 +99,11 @@ if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; on
 __all__ = ["describe_level", "describe_progress", "over_budget_phrase"]
 
 
+def _cut(cut: int) -> str:
+    """A case arm's probes cut by the run's end, apart from those answered ("" when none)."""
+    return f", {cut} cut by the run's end (not judged)" if cut else ""
+
+
 def _unset(value: str | None) -> str:
     return "unset" if value is None else value
 
@@ -141,10 +146,10 @@ def describe_progress(event: ProgressEvent) -> str:
         case ArmDropped(arm=arm, baseline=base, wrong=wrong, baseline_wrong=bw, n=n):
             return (f"arm {arm} dropped: it changes answers ({wrong} of {n} wrong against "
                     f"{bw} of {n} for {base})")  # fmt: skip
-        case ArmAnswered(arm=arm, value=value, wrong=None, answers=n):
-            return f"arm {arm} ({arm_value(value)}): {n} answers (judged at the end)"
-        case ArmAnswered(arm=arm, value=value, wrong=wrong, answers=n):
-            return f"arm {arm} ({arm_value(value)}): {wrong}/{n} answers wrong"
+        case ArmAnswered(arm=arm, value=value, wrong=None, answers=n, cut=cut):
+            return f"arm {arm} ({arm_value(value)}): {n} answers (judged at the end){_cut(cut)}"
+        case ArmAnswered(arm=arm, value=value, wrong=wrong, answers=n, cut=cut):
+            return f"arm {arm} ({arm_value(value)}): {wrong}/{n} answers wrong{_cut(cut)}"
         case ReferencesReused(id=rid, n=n):
             return f"answers: reusing {n} reference answers of the same state (references {rid})"
         case TuneScreened(blocks=blocks, factors=()):

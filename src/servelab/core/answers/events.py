@@ -26,12 +26,14 @@ class ReferencesTaken:
 @dataclass(frozen=True)
 class ArmAnswered:
     """A case test's arm ``arm`` (``value``) answered its probes: ``wrong`` of ``answers`` wrong
-    (None: judged at the end, its references not taken yet)."""
+    (None: judged at the end, its references not taken yet); ``cut``: probes cut by the run's
+    end, in neither count (never judged)."""
 
     arm: str
     value: str | None
     wrong: int | None
     answers: int
+    cut: int = 0
 
 
 @dataclass(frozen=True)

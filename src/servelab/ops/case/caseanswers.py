@@ -65,10 +65,12 @@ class CaseAnswers:
                                                  f"case test {target} {arm}")  # fmt: skip
         index = len(self.answers)
         self.answers[index] = got
-        wrong = wrong_answers(self.session, got)[1] if self.session.refs is not None else None
-        op.say(ArmAnswered(arm, value, wrong, len(got)))
-        return ExperimentVisit(rnd, arm, value, len(got), wrong or 0, live.verification_id, None,
-                               round(time.monotonic() - started, 3), reached)  # fmt: skip
+        cut = sum(a.cut for a in got)  # cut by the run's end: not judged, not counted answered
+        judged = wrong_answers(self.session, got) if self.session.refs is not None else None
+        wrong = None if judged is None else judged[1]
+        op.say(ArmAnswered(arm, value, wrong, len(got) - cut, cut))
+        return ExperimentVisit(rnd, arm, value, len(got) - cut, wrong or 0, live.verification_id,
+                               None, round(time.monotonic() - started, 3), reached)  # fmt: skip
 
     def judged(self, visits: Sequence[ExperimentVisit]) -> list[ExperimentVisit]:
         """Every visit's answers checked against the references (now taken)."""
