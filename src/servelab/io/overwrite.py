@@ -160,7 +160,7 @@ def _no_folder(path: Path, folder: Path) -> str | None:
 
 
 #: The writer's temporary file beside the file it writes (``.NAME.`` + 8 random characters +
-#: this suffix, :class:`servelab.io.files.FileWriter`), renamed over it once whole.
+#: this suffix, :class:`servelab.io.files.AtomicFile`), renamed over it once whole.
 PARTIAL = ".partial"
 _TEMP_EXTRA = len("..") + 8 + len(PARTIAL)
 
