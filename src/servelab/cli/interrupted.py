@@ -52,7 +52,7 @@ from servelab.cli.boundary import (
 from servelab.cli.stopsignals import second_signal_to
 from servelab.core.deploy.topology import down_plan
 from servelab.core.ledger.codec import encode
-from servelab.core.restart.contract import RestartReport
+from servelab.core.restart.contract import DownLeft, RestartReport
 from servelab.errors import ServelabError
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.deploy.putback import (
@@ -196,6 +196,5 @@ def _down_left(deployment: Callable[[], LoadedSpec], services: list[str]) -> Lef
     plan = down_plan(loaded.spec, services or None)
     running = run(running_processes(loaded, plan))
     stopped = [name for name in plan if name not in running]
-    finish = ["servelab", "down", *loaded.spec_args, *services]
-    record = {"stopped": stopped, "running": running, "finish": shlex.join(finish)}
-    return Left(render_down_left(stopped, running, finish), None, None, "left", record)
+    left = DownLeft(stopped, list(running), ["servelab", "down", *loaded.spec_args, *services])
+    return Left(render_down_left(left), None, None, "left", encode(left))

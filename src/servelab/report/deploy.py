@@ -27,7 +27,7 @@ from servelab.core.deploy.steps import (
 )
 from servelab.core.ledger.codec import encode
 from servelab.core.redaction import redact
-from servelab.core.restart.contract import DeployReport, RestartReport
+from servelab.core.restart.contract import DeployReport, DownLeft, RestartReport
 from servelab.core.verify.contract import VerifyReport
 from servelab.ops.deploy.rolling_results import (
     Added,
@@ -280,12 +280,12 @@ def render_up_left(running: Sequence[str], spec_args: Sequence[str]) -> str:
             f"(or bring the rest up with: {up})\n")  # fmt: skip
 
 
-def render_down_left(stopped: Sequence[str], running: Sequence[str], finish: Sequence[str]) -> str:
+def render_down_left(left: DownLeft) -> str:
     """A ``down`` stopped by a signal: what it stopped, what still runs, and the command that
-    finishes it (``finish``)."""
-    still = ", ".join(running) or "nothing"
-    return (f"down interrupted; stopped: {', '.join(stopped) or 'nothing'}; still running: "
-            f"{still}; finish with: {shlex.join(finish)}\n")  # fmt: skip
+    finishes it."""
+    still = ", ".join(left.running) or "nothing"
+    return (f"down interrupted; stopped: {', '.join(left.stopped) or 'nothing'}; still running: "
+            f"{still}; finish with: {shlex.join(left.finish)}\n")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """What ``up``/``down`` (:class:`DeployReport`) and ``restart`` (:class:`RestartReport`) did:
 deploy's steps, then the pair layer's or verify's checks (a composite above both), stored
-(``deployments.detail``) and printed (``--json``) as their encoding; report words them."""
+(``deployments.detail``) and printed (``--json``) as their encoding; report words them. A
+``down`` stopped by a signal before its report: :class:`DownLeft`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from servelab.core.verify.checks import Check, CheckCode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import FlatCheck
 
-__all__ = ["DeployReport", "RestartReport"]
+__all__ = ["DeployReport", "DownLeft", "RestartReport"]
 
 
 def _command(argv: list[str]) -> str | None:
@@ -25,6 +26,16 @@ def _command(argv: list[str]) -> str | None:
 
 def _empty(checks: list[Check]) -> bool:
     return not checks
+
+
+@dataclass(frozen=True)
+class DownLeft:
+    """A ``down`` stopped by a signal: the services it stopped, those still running (read from
+    the pid records and processes), and ``finish``, the command that finishes it (argv)."""
+
+    stopped: list[str]
+    running: list[str]
+    finish: Annotated[list[str], PlainSerializer(shlex.join)]
 
 
 @dataclass
