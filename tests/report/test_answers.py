@@ -153,3 +153,30 @@ def test_the_gate_keeps_no_candidate_whose_answers_were_not_checked() -> None:
         checked = replace(result, answers=replace(judged, mode=AnswersMode.CHECK))
         assert better_arm(checked) == "512"  # check: shown, not gating
         assert headline(checked).endswith("the verdict is on speed alone")
+
+
+def test_a_candidate_with_wrong_answers_beside_a_cut_baseline_is_not_kept() -> None:
+    """The thirty-third pass (HIGH): the baseline's probes all cut by ``--deadline``, the
+    candidate's judged with one wrong: no pairs, "0 of 0 against 0 of 0", and the gate kept the
+    candidate (``ab --keep candidate``, ``tune --keep best``); the headline said its answers
+    were NOT checked though they were."""
+    faster = Comparison(64, 1.116, (1.08, 1.15), Verdict.BETTER, "256", "512")
+    base = ArmAnswers("256", 0, 0, 0, (), 0, 0, None, cut=4)
+    for wrong, held in ((1, True), (0, False)):
+        cand = ArmAnswers("512", 4, wrong, wrong, ((Failure.TOOL_JSON, wrong),) if wrong else (),
+                          0, 0, None)  # fmt: skip
+        judged = AnswersJudgement(AnswersMode.GATE, base, cand, decide_answers([]), "k", 1, 8, 100)
+        result = AbResult("decode", "K", "256", "512", comparisons=(faster,), answers=judged)
+        assert judged.unshown is held and judged.holds_back is held
+        assert (better_arm(result) is None) is held
+        assert (not_kept("candidate", result) == NotKept.ANSWERS_UNSHOWN) is held
+        said = headline(result)
+        assert "answers NOT compared (every probe of 256 was cut by the run's end; 512: " in said
+        assert f"512: {wrong} of 4 wrong)" in said and "NOT checked" not in said
+        assert said.endswith(": not kept on its speed alone" if held
+                             else ": the verdict is on speed alone")  # fmt: skip
+    # by rate: 1 of 10 wrong for the baseline, 1 of 2 for the candidate, no pair between them
+    base = ArmAnswers("256", 10, 1, 1, (), 0, 0, None)
+    cand = ArmAnswers("512", 2, 1, 1, (), 0, 0, None)
+    judged = AnswersJudgement(AnswersMode.GATE, base, cand, decide_answers([]), "k", 1, 12, 100)
+    assert judged.unshown

@@ -52,3 +52,16 @@ def test_a_best_arm_whose_answers_too_few_pairs_show_unchanged_is_said_on_speed_
     assert not shown.best_unshown and "speed alone" not in headline(shown)
     other = replace(unsure, answers=(_judged("16", 2, 10),))  # another arm's: not the best's
     assert not other.best_unshown
+
+
+def test_a_best_arm_held_back_by_cut_probes_is_told_of_the_deadline() -> None:
+    """The thirty-third pass: a best arm held back because probes were cut by ``--deadline``
+    was told to add --requests only, which cuts no fewer."""
+    base = ArmAnswers("4", 0, 0, 0, (), 0, 0, None, cut=6)
+    cand = ArmAnswers("64", 6, 2, 2, (), 0, 0, None)
+    judged = AnswersJudgement(AnswersMode.GATE, base, cand, decide_answers([]), "k", 1, 12, 100)
+    cut = replace(_record(None), best="64", kept=None, answers=(judged,))
+    assert cut.best_unshown
+    said = unshown_phrase(cut)
+    assert "64: 2 of 6 wrong" in said
+    assert said.endswith("not kept — add --requests, or a longer --deadline (probes were cut)")

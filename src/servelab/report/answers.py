@@ -55,7 +55,11 @@ def answers_phrase(j: AnswersJudgement) -> str:
         why = [f"every probe of {cut} was cut by the run's end"] if cut else []
         why += [f"no probe of {unsent} was sent before the run's end"] if unsent else []
         verdict = "not kept on its speed alone" if j.unshown else "the verdict is on speed alone"
-        return f"answers NOT checked ({'; '.join(why)}): {verdict}"
+        if j.candidate.unchecked:
+            return f"answers NOT checked ({'; '.join(why)}): {verdict}"
+        c = j.candidate  # judged against the references, with nothing of the baseline's to pair
+        return (f"answers NOT compared ({'; '.join(why)}; {c.arm}: {c.wrong} of {c.answers} "
+                f"wrong): {verdict}")  # fmt: skip
     return _outcome_phrase(j) + _cut_note(j)
 
 

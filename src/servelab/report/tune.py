@@ -93,8 +93,10 @@ def unshown_phrase(record: TuneRecord) -> str:
     """Why the best arm is not kept when the answers gate could not show its answers unchanged."""
     judged = next((j for j in record.answers or () if j.candidate.arm == record.best), None)
     counts = "" if judged is None else f" ({answers_phrase(judged)})"
+    cut = judged is not None and (judged.baseline.cut or judged.candidate.cut)
+    more = "add --requests, or a longer --deadline (probes were cut)" if cut else "add --requests"
     return (f"the best arm, {record.best}, is best on speed alone: too few probe pairs to show "
-            f"its answers unchanged{counts}; not kept — add --requests")  # fmt: skip
+            f"its answers unchanged{counts}; not kept — {more}")  # fmt: skip
 
 
 def _nothing(screening: Screening | None) -> str:

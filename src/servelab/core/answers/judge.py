@@ -60,13 +60,16 @@ class AnswersJudgement:
     @property
     def unshown(self) -> bool:
         """True when the mode gates, too few pairs could show the answers unchanged and the
-        candidate got more of them wrong than the baseline, or none of its answers was judged
-        (every probe cut by the run's end, or none sent before it): not refused (not
-        significant), but not kept on its speed alone either. With answers judged and no more
-        wrong than the baseline there is no sign of a change to hold it back for."""
-        v = self.verdict
+        candidate got more of them wrong than the baseline (of the pairs, or of each arm's own
+        judged answers, by rate: the baseline's probes may have been cut where the candidate's
+        were judged), or none of its answers was judged (every probe cut by the run's end, or
+        none sent before it): not refused (not significant), but not kept on its speed alone
+        either. With answers judged and no more wrong than the baseline there is no sign of a
+        change to hold it back for."""
+        v, cand, base = self.verdict, self.candidate, self.baseline
+        worse = v.candidate_wrong > v.baseline_wrong or _wrong_rate(cand) > _wrong_rate(base)
         return (self.mode is AnswersMode.GATE and v.outcome is AnswersOutcome.INCONCLUSIVE
-                and (v.candidate_wrong > v.baseline_wrong or self.candidate.unchecked))  # fmt: skip
+                and (worse or cand.unchecked))  # fmt: skip
 
     @property
     def holds_back(self) -> bool:
@@ -79,6 +82,11 @@ class AnswersJudgement:
         """The probes' share of all the requests sent."""
         total = self.probes + self.requests
         return self.probes / total if total else 0.0
+
+
+def _wrong_rate(arm: ArmAnswers) -> float:
+    """The share of an arm's judged answers that were wrong (0 when none was judged)."""
+    return arm.wrong / arm.answers if arm.answers else 0.0
 
 
 def check_visit(
