@@ -84,12 +84,12 @@ def test_an_instant_past_the_clocks_reach_is_refused_not_truncated() -> None:
     _run("asyncio", main)
 
 
-#: A child process that enters :func:`instant.held` at niceness 3, raises inside it, and prints
-#: what it yielded and its policy and niceness inside and after it.
+#: A child process that enters :func:`instant.held` at the niceness of its first argument, raises
+#: inside it, and prints what it yielded and its policy and niceness inside and after it.
 _HELD_CHILD = """
-import json, os
+import json, os, sys
 from servelab.io import instant
-os.nice(3)
+os.nice(int(sys.argv[1]))
 seen = {}
 try:
     with instant.held() as ahead:
@@ -108,45 +108,80 @@ print(json.dumps(seen))
 
 def _may_raise() -> bool:
     """Whether this process may run ``SCHED_FIFO``: ``CAP_SYS_NICE`` (bit 23) or an RTPRIO."""
-    caps = next(
-        ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("CapEff")
-    )
-    return (
-        bool(int(caps.split()[1], 16) >> 23 & 1)
-        or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0
-    )
+    status = Path("/proc/self/status").read_text().splitlines()
+    caps = next(line for line in status if line.startswith("CapEff"))
+    rtprio = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
+    return bool(int(caps.split()[1], 16) >> 23 & 1) or rtprio > 0
 
 
-def _held_child(*prefix: str) -> dict[str, Any]:
-    out = subprocess.run([*prefix, sys.executable, "-c", _HELD_CHILD], capture_output=True,
-                         text=True, timeout=60, check=True)  # fmt: skip
+def _held_child(*prefix: str, nice: int = 0) -> dict[str, Any]:
+    out = subprocess.run([*prefix, sys.executable, "-c", _HELD_CHILD, str(nice)],
+                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     return dict(json.loads(out.stdout))
 
 
-def test_held_runs_the_block_ahead_and_puts_policy_and_niceness_back() -> None:
-    seen = _held_child()
-    ahead = _may_raise()
-    assert seen["ahead"] is ahead and seen["again"] is ahead
-    assert seen["inside"] == (os.SCHED_FIFO if ahead else os.SCHED_OTHER)
-    assert seen["after"] == os.SCHED_OTHER  # put back though the block raised
-    assert seen["nice"] == 3
+def _needs_the_privilege() -> None:
+    if not _may_raise():
+        pytest.fail("this test needs CAP_SYS_NICE (CI runs as root)")
+
+
+def test_held_runs_the_block_ahead_and_puts_the_policy_back() -> None:
+    _needs_the_privilege()
+    seen = _held_child(nice=-2)
+    assert seen == {"ahead": True, "inside": os.SCHED_FIFO, "after": os.SCHED_OTHER, "nice": -2,
+                    "again": True}  # fmt: skip  # put back though the block raised
 
 
 def test_held_without_the_privilege_changes_nothing() -> None:
     seen = _held_child("setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice")
-    assert seen == {"ahead": False, "inside": os.SCHED_OTHER, "after": os.SCHED_OTHER, "nice": 3,
+    assert seen == {"ahead": False, "inside": os.SCHED_OTHER, "after": os.SCHED_OTHER, "nice": 0,
                     "again": False}  # fmt: skip
 
 
-def test_held_inside_a_real_time_thread_leaves_its_policy() -> None:
-    if not _may_raise():
-        pytest.fail("this test needs CAP_SYS_NICE (CI runs as root)")
+def test_held_leaves_a_thread_put_behind_on_purpose_behind() -> None:
+    """The thirty-third pass: ``nice -n 10``, ``chrt -b``, ``chrt -i`` ran the burst's writes
+    ahead of everything all the same."""
+    _needs_the_privilege()
+    niced = _held_child(nice=3)
+    assert niced == {"ahead": False, "inside": os.SCHED_OTHER, "after": os.SCHED_OTHER,
+                     "nice": 3, "again": False}  # fmt: skip
+    for flag, policy in (("-b", os.SCHED_BATCH), ("-i", os.SCHED_IDLE)):
+        seen = _held_child("chrt", flag, "0")
+        assert (seen["ahead"], seen["inside"], seen["after"]) == (False, policy, policy), flag
+
+
+@pytest.mark.parametrize(
+    ("chrt", "expected"),
+    [
+        (("-r", "2"), "2 2"),  # SCHED_RR 2
+        (("-R", "-f", "5"), "1073741825 5"),  # FIFO 5 with the reset-on-fork flag
+        (
+            (
+                "-d",
+                "--sched-runtime",
+                "5000000",
+                "--sched-deadline",
+                "10000000",
+                "--sched-period",
+                "10000000",
+                "0",
+            ),
+            "6 0",
+        ),  # SCHED_DEADLINE
+    ],
+)
+def test_held_inside_a_real_time_thread_leaves_its_policy(
+    chrt: tuple[str, ...], expected: str
+) -> None:
+    """The thirty-third pass: under ``chrt -R -f 5`` the hold ran at priority 1 (the flag hid
+    the policy); under ``SCHED_DEADLINE`` its put-back failed and left the thread FIFO."""
+    _needs_the_privilege()
     code = (
         "import os; from servelab.io import instant\n"
-        "os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(2))\n"
-        "with instant.held() as ahead: pass\n"
-        "print(ahead, os.sched_getscheduler(0) == os.SCHED_RR, os.sched_getparam(0).sched_priority)"
+        "with instant.held() as ahead: inside = os.sched_getscheduler(0)\n"
+        "print(ahead, inside, os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         check=True)  # fmt: skip
-    assert out.stdout.split() == ["True", "True", "2"]
+    out = subprocess.run(["chrt", *chrt, sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    policy, priority = expected.split()
+    assert out.stdout.split() == ["True", policy, policy, priority]

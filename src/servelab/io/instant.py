@@ -18,9 +18,10 @@ write to a loopback server wakes the server's thread, and the kernel often runs 
 writer's core at once, cutting the burst after its first request (one process: a burst's second
 to last requests left 1-3 ms late, the first on time). Inside the block the thread runs
 ``SCHED_FIFO`` at the lowest real-time priority, ahead of every ordinary process, where the
-process may (root, ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO``); elsewhere nothing changes. The
-block is synchronous (no ``await`` inside: it ends) and its policy is put back as it was, the
-niceness kept.
+process may (root, ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO``) and was not put behind on purpose
+(a positive niceness, a batch or idle policy); elsewhere nothing changes. The block is
+synchronous (no ``await`` inside: it ends) and the ordinary policy is put back, the niceness
+kept.
 """
 
 from __future__ import annotations
@@ -122,34 +123,39 @@ async def wait_until(when_ns: int) -> None:
 _HOLD_PRIORITY = 1
 #: Refused once (no privilege, or no such call): never asked again in this process.
 _hold_refused: list[bool] = []
+#: ``sched_getscheduler``'s flag on a policy the process keeps only until it forks.
+_RESET_ON_FORK = 0x40000000
+_SCHED_DEADLINE = 6
 
 
 @contextlib.contextmanager
 def held() -> Iterator[bool]:
     """Run the (synchronous) block ``SCHED_FIFO`` where permitted: yields True when the thread is
-    ahead of ordinary processes in it (it was, or now is), False where the process may not be.
-    The policy and its priority are put back as they were when the block ends, however."""
-    before = _raised()
+    ahead of ordinary processes in it (it was already real-time, or now is), False where it is
+    not (no privilege; or put behind on purpose: a positive niceness, ``SCHED_BATCH`` or
+    ``SCHED_IDLE``; any policy but the ordinary one is left as it is). The ordinary policy is
+    put back when the block ends, however it ends, the niceness kept."""
+    ahead, raised = _raised()
     try:
-        yield before is not None
+        yield ahead
     finally:
-        if before:
-            policy, param = before
-            os.sched_setscheduler(0, policy, param)  # a step down: always permitted
+        if raised:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # a step down: permitted
 
 
-def _raised() -> tuple[int, os.sched_param] | tuple[()] | None:
-    """Raise this thread to ``SCHED_FIFO``: the policy to put back (empty: it was real-time
-    already), or None where it may not."""
+def _raised() -> tuple[bool, bool]:
+    """(ahead, raised here): raise this thread to ``SCHED_FIFO`` from the ordinary policy at a
+    niceness of 0 or less; any other policy (real-time, deadline, batch, idle, one with the
+    reset-on-fork flag) or a positive niceness is left as the user set it."""
     if _hold_refused or not hasattr(os, "sched_setscheduler"):
-        return None
+        return False, False
     try:
         policy = os.sched_getscheduler(0)
-        if policy in (os.SCHED_FIFO, os.SCHED_RR):
-            return ()
-        param = os.sched_getparam(0)
+        if policy != os.SCHED_OTHER or os.getpriority(os.PRIO_PROCESS, 0) > 0:
+            real_time = policy & ~_RESET_ON_FORK in (os.SCHED_FIFO, os.SCHED_RR, _SCHED_DEADLINE)
+            return real_time, False
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(_HOLD_PRIORITY))
     except OSError:  # EPERM: no privilege (a container without CAP_SYS_NICE, a user's shell)
         _hold_refused.append(True)
-        return None
-    return policy, param
+        return False, False
+    return True, True

@@ -5,9 +5,10 @@ delay, the window, cached tokens per request and per conversation, the SLO judge
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from time import perf_counter_ns
 
@@ -18,12 +19,13 @@ from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig
 from servelab.core.load.metrics import dispatch_delay_ns, ttft_ns
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceWindow, session_offsets_ns
+from servelab.io import instant
 from servelab.io.http.client import chat_body
 from servelab.io.http.stream import Chain, Outgoing, StreamClient
 from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.jobs import Job
-from servelab.ops.bench.load import Load
+from servelab.ops.bench.load import HELD_NS, Load
 from servelab.ops.bench.replay import Replay
 from tests.support.servers import served
 
@@ -224,9 +226,14 @@ class _Watched(Load):
     """A :class:`Load` noting this thread's scheduling policy at each request it writes."""
 
     policies: list[int]
+    #: each write this much longer (a loaded machine's writes): the hold's stretches end
+    slow_ns = 0
 
     def _launch(self, job: Job, scheduled: int) -> tuple[Chain, Outgoing]:
         self.policies.append(os.sched_getscheduler(0))
+        until = perf_counter_ns() + self.slow_ns
+        while perf_counter_ns() < until:
+            pass
         return super()._launch(job, scheduled)
 
 
@@ -250,3 +257,35 @@ async def test_a_bursts_requests_are_written_ahead_of_ordinary_processes(
     assert len(load.records) == 131 and all(r.ok for r in load.records)
     assert load.policies == [os.SCHED_FIFO] * 131
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+async def test_a_long_bursts_writes_are_held_a_stretch_at_a_time(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thirty-third pass: a burst's writes were held 64 at a time, back to back (33-61 ms
+    of real-time priority on each core with two workers): the hold now ends every HELD_NS and
+    the thread is ordinary between two stretches. Twelve writes of 0.5 ms each: three stretches
+    at least, every write held."""
+    entered: list[int] = []
+    real_held = instant.held
+
+    @contextlib.contextmanager
+    def counted() -> Iterator[bool]:
+        entered.append(os.sched_getscheduler(0))  # ordinary between two stretches
+        with real_held() as ahead:
+            yield ahead
+
+    monkeypatch.setattr(instant, "held", counted)
+    lines = [{"session_id": f"s{k}", "timestamp": 0, "input_length": 40,
+              "output_length": 1, "hash_ids": [k]} for k in range(12)]  # fmt: skip
+    path = tmp_path / "stretch.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
+                    lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
+    async with StreamClient(server, concurrency=16) as client:
+        load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000ad")
+        load.policies, load.slow_ns = [], HELD_NS // 4
+        await asyncio.wait_for(load.replay(replay), 60)
+    assert len(load.records) == 12 and all(r.ok for r in load.records)
+    assert load.policies == [os.SCHED_FIFO] * 12
+    assert 3 <= len(entered) <= 12 and set(entered) == {os.SCHED_OTHER}

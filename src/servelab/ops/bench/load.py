@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from itertools import groupby
@@ -30,7 +31,7 @@ from servelab.ops.bench.jobs import Job
 if TYPE_CHECKING:  # the replay builds its jobs for a Load: it imports this module
     from servelab.ops.bench.replay import Replay
 
-__all__ = ["HELD_WRITES", "QUIET_NS", "SPIN_NS", "Load", "sleep_until", "slot_starts_ns"]
+__all__ = ["HELD_NS", "QUIET_NS", "SPIN_NS", "Load", "sleep_until", "slot_starts_ns"]
 
 #: How long before its instant a replay's request stops sleeping on the loop's timers (a
 #: millisecond coarse, early or late) and yields to the loop until the instant comes, or
@@ -38,9 +39,10 @@ __all__ = ["HELD_WRITES", "QUIET_NS", "SPIN_NS", "Load", "sleep_until", "slot_st
 SPIN_NS = 1_500_000
 #: A replay's heavy work (building a body, decoding one) waits while a request is due this soon.
 QUIET_NS = 2_000_000
-#: A burst's requests written ahead of ordinary processes at a time (:meth:`Load._launch_burst`;
-#: a write is tens of µs: a burst of 4,096 at once would hold a core for a tenth of a second).
-HELD_WRITES = 64
+#: How long a burst's requests are written ahead of ordinary processes at a stretch
+#: (:meth:`Load._launch_burst`): a burst of 4,096 written in one would hold a core for a tenth
+#: of a second; between two stretches the thread is ordinary again (the kernel runs what waits).
+HELD_NS = 2_000_000
 
 
 async def sleep_until(when_ns: int, spin_ns: int = 0, asleep: bool = False) -> None:
@@ -320,12 +322,17 @@ class Load:
     def _launch_burst(self, jobs: list[Job], scheduled: int) -> list[tuple[Chain, Outgoing]]:
         """One instant's requests written now, ahead of ordinary processes where permitted
         (:func:`servelab.io.instant.held`: the server each write wakes does not take the core
-        between two of them), :data:`HELD_WRITES` at a time: a real-time stretch stays a few
-        milliseconds however large the burst."""
+        between two of them), :data:`HELD_NS` at a stretch, however large the burst."""
         firsts: list[tuple[Chain, Outgoing]] = []
-        for k in range(0, len(jobs), HELD_WRITES):
+        while len(firsts) < len(jobs):
             with instant.held():
-                firsts += [self._launch(job, scheduled) for job in jobs[k : k + HELD_WRITES]]
+                until = perf_counter_ns() + HELD_NS
+                for job in jobs[len(firsts) :]:
+                    firsts.append(self._launch(job, scheduled))
+                    if perf_counter_ns() >= until:
+                        break
+            if len(firsts) < len(jobs):
+                os.sched_yield()  # between two stretches: whatever waits runs first
         return firsts
 
     def _launch(self, job: Job, scheduled: int) -> tuple[Chain, Outgoing]:
