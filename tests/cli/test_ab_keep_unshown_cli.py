@@ -49,7 +49,7 @@ def test_a_candidate_whose_answers_were_not_shown_unchanged_is_kept_by_no_spelli
             if verdict["candidate_wrong"] <= verdict["baseline_wrong"]:
                 # no sign of a change (CI once: 0 of 4 wrong on a busy machine): the rule keeps it
                 assert doc["kept"] == "1" and "not_kept" not in doc, doc
-                assert result.returncode == 0, result.stderr
+                assert result.returncode == 0 and doc["ok"] is True, result.stderr
                 assert json.loads(live.stdout)["live"] == "1", live.stdout
                 back = run_cli("knob", "set", "decode", f"{BF16}=0", "-f", spec, "--ledger", ledger)
                 assert back.returncode == 0, back.stderr
@@ -57,7 +57,8 @@ def test_a_candidate_whose_answers_were_not_shown_unchanged_is_kept_by_no_spelli
                 continue
             assert "kept" not in doc and doc["restored"] is True, doc
             assert doc["not_kept"] == "answers not shown unchanged"
-            assert result.returncode == 1, result.stderr
+            # the thirty-third pass: exit 1 with no "ok" in the JSON a script reads
+            assert result.returncode == 1 and doc["ok"] is False, result.stderr
             assert "--keep: the candidate 1 is NOT kept" in result.stderr, result.stderr
             assert "not kept on its speed alone" in result.stderr
             assert json.loads(live.stdout)["live"] in (None, "0"), live.stdout

@@ -67,7 +67,9 @@ def _stop_at_the_fourth_visit(event: ProgressEvent) -> None:
 def _cli(*args: str, code: int = 0) -> Any:
     done = run_cli(*args, "--json", timeout=600)
     assert done.returncode == code, done.stderr + done.stdout
-    return json.loads(done.stdout), done.stderr
+    doc = json.loads(done.stdout)
+    assert "--plan" in args or doc["ok"] is (code == 0), doc  # what a script reads
+    return doc, done.stderr
 
 
 @pytest.mark.timeout(600)

@@ -192,10 +192,11 @@ def _config(arms: KnobArms, measure: _Measure, design: _Design) -> AbConfig:
     )  # fmt: skip
 
 
-def _print(output: OutputOptions, result: AbResult) -> None:
+def _print(output: OutputOptions, result: AbResult, ok: bool) -> None:
+    """The result (``ok``: the exit code is 0, as ``--json`` says for scripts)."""
     files = _write(output.export, result) if output.export else []
     if output.as_json:
-        print_json({**encode(result), "files": [str(f) for f in files]})
+        print_json({"ok": ok, **encode(result), "files": [str(f) for f in files]})
     else:
         text = ab_markdown(result)  # piped: the markdown itself; on a terminal: rendered
         console.print(Markdown(text) if console.is_terminal else text, markup=False,
@@ -343,8 +344,11 @@ def ab_command(
         refuse_unkeepable(cfg.answers, unchecked(cfg), f"--keep {typed}")
     with where.exclusive(wait=wait), naming_down(where.spec):  # a stop no put-back said: named
         result = run(noting(_ab(where, cfg, resume, allow_unread)))
-    _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
+    gated = result.answers is not None and result.answers.gates
+    # a candidate --keep named, held back by the gate: refused as a gated one is (exit 1)
+    held = result.not_kept in (NotKept.ANSWERS_CHANGED, NotKept.ANSWERS_UNSHOWN)
+    _print(output, result, not (failed or gated or held))
     if failed:
         err_console.print(f"{failed} request(s) failed during the A/B", style="red")
     if any(c.verdict == Verdict.INCONCLUSIVE for c in result.comparisons):
@@ -354,11 +358,8 @@ def ab_command(
     if result.answers is not None and result.answers.unshown:
         err_console.print(answers_phrase(result.answers), style="yellow", markup=False,
                           highlight=False)  # fmt: skip
-    gated = result.answers is not None and result.answers.gates
     if gated:
         err_console.print(answers_refusal(result), style="red", markup=False, highlight=False)
-    # a candidate --keep named, held back by the gate: refused as a gated one is (exit 1)
-    held = result.not_kept in (NotKept.ANSWERS_CHANGED, NotKept.ANSWERS_UNSHOWN)
     if result.not_kept is not None:
         err_console.print(not_kept_phrase(result), style="red" if held else "yellow",
                           markup=False, highlight=False)  # fmt: skip

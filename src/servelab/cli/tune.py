@@ -126,10 +126,11 @@ def _write(out: Path, record: TuneRecord) -> list[Path]:
     return list(files)
 
 
-def _print(output: OutputOptions, record: TuneRecord) -> None:
+def _print(output: OutputOptions, record: TuneRecord, ok: bool) -> None:
+    """The record (``ok``: the exit code is 0, as ``--json`` says for scripts)."""
     files = _write(output.export, record) if output.export else []
     if output.as_json:
-        print_json(tune_json(record, [str(f) for f in files]))
+        print_json(tune_json(record, [str(f) for f in files], ok))
     else:
         console.print(tune_markdown(record), markup=False, highlight=False, soft_wrap=True)
         for path in files:
@@ -295,8 +296,8 @@ def tune_command(
         record = run(
             noting(_tune(where, None if resume is not None else cfg, resume, allow_unread))
         )
-    _print(output, record)
     failed = sum(v.failed_requests for v in record.all_visits)
+    _print(output, record, not failed)
     if failed:
         err_console.print(f"{failed} request(s) failed during the tune", style="red")
     if record.answers_unchecked is not None:

@@ -327,9 +327,11 @@ def tune_markdown(record: TuneRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> str:
-    """``tune --json``: the record as the ledger stores it, its headline, and the files."""
-    return json_text({**encode(record), "headline": headline(record), "files": list(files)})
+def tune_json(record: TuneRecord, files: Sequence[str] = (), ok: bool = True) -> str:
+    """``tune --json``: ``ok`` (the exit code is 0), the record as the ledger stores it, its
+    headline, and the files."""
+    doc = {"ok": ok, **encode(record), "headline": headline(record), "files": list(files)}
+    return json_text(doc)
 
 
 def tune_png(record: TuneRecord) -> bytes:
