@@ -294,9 +294,9 @@ class Load:
             t0 = perf_counter_ns() if t0 is None else t0
             while ready is not None:
                 offset, burst, jobs = ready
-                if not await self._due_at(t0 + offset):
+                firsts = await self._at_instant(jobs, t0 + offset)
+                if firsts is None:
                     break
-                firsts = self._launch_burst(jobs, t0 + offset)
                 for session, first in zip(burst, firsts, strict=True):
                     task = asyncio.create_task(self._conversation(plan, session, first))
                     tasks.add(task)
@@ -319,13 +319,32 @@ class Load:
         await self.client.connect(len(burst))
         return offset, burst, jobs
 
-    def _launch_burst(self, jobs: list[Job], scheduled: int) -> list[tuple[Chain, Outgoing]]:
+    async def _at_instant(
+        self, jobs: list[Job], when_ns: int
+    ) -> list[tuple[Chain, Outgoing]] | None:
+        """``jobs`` written at their instant ``when_ns`` (None: the deadline came first). Asleep
+        (client processes on every core), the wait's last :data:`SPIN_NS` is held too
+        (:func:`servelab.io.instant.held`; the thread asleep, no core taken): the kernel runs it
+        the moment the timer fires, ahead of the server another worker's writes woke on its
+        core, and the hold goes on into the burst's first stretch."""
+        with contextlib.ExitStack() as hold:
+            if self.asleep:
+                hold.enter_context(instant.held())
+            if not await self._due_at(when_ns):
+                return None
+            return self._launch_burst(jobs, when_ns, hold if self.asleep else None)
+
+    def _launch_burst(
+        self, jobs: list[Job], scheduled: int, hold: contextlib.ExitStack | None = None
+    ) -> list[tuple[Chain, Outgoing]]:
         """One instant's requests written now, ahead of ordinary processes where permitted
         (:func:`servelab.io.instant.held`: the server each write wakes does not take the core
-        between two of them), :data:`HELD_NS` at a stretch, however large the burst."""
+        between two of them), :data:`HELD_NS` at a stretch, however large the burst (the first
+        in ``hold`` when the wait was held, which ends with it)."""
         firsts: list[tuple[Chain, Outgoing]] = []
         while len(firsts) < len(jobs):
-            with instant.held():
+            with instant.held() if hold is None else hold:
+                hold = None
                 until = perf_counter_ns() + HELD_NS
                 for job in jobs[len(firsts) :]:
                     firsts.append(self._launch(job, scheduled))
