@@ -307,17 +307,31 @@ async def test_asleep_the_wait_for_an_instant_is_held_into_its_burst(
 
     monkeypatch.setattr(instant, "wait_until", watched)
     lines = [{"session_id": f"s{k}", "timestamp": t, "input_length": 40, "output_length": 1,
-              "hash_ids": [k]} for k, t in enumerate((0, 0, 0, 200, 200))]  # fmt: skip
+              "hash_ids": [k]} for k, t in enumerate((0, 0, 0, 3000, 3000))]  # fmt: skip
     path = tmp_path / "asleep.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
                     lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
+    sampled: list[int] = []
+
+    async def sample() -> None:  # the policy while the replay waits 300 ms for its second instant
+        while True:
+            sampled.append(os.sched_getscheduler(0))
+            await asyncio.sleep(0.01)
+
     async with StreamClient(server, concurrency=16) as client:
         load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000ae",
                         asleep=True)  # fmt: skip
         load.policies = []
-        await asyncio.wait_for(load.replay(replay), 60)
+        sampler = asyncio.create_task(sample())
+        try:
+            await asyncio.wait_for(load.replay(replay), 60)
+        finally:
+            sampler.cancel()
     assert len(load.records) == 5 and all(r.ok for r in load.records)
     assert waited and set(waited) == {os.SCHED_FIFO}  # the second instant's wait, held
     assert load.policies == [os.SCHED_FIFO] * 5
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    # the thirty-third pass: the whole 300 ms wait was held (asyncio.sleep included), every
+    # other task of the loop run ahead of the server; only its last 1.5 ms is
+    assert len(sampled) >= 5 and sampled.count(os.SCHED_OTHER) >= len(sampled) // 2, sampled

@@ -45,17 +45,26 @@ QUIET_NS = 2_000_000
 HELD_NS = 2_000_000
 
 
-async def sleep_until(when_ns: int, spin_ns: int = 0, asleep: bool = False) -> None:
+async def sleep_until(
+    when_ns: int, spin_ns: int = 0, asleep: bool = False, hold: contextlib.ExitStack | None = None
+) -> None:
     """Sleep until ``perf_counter_ns()`` reaches ``when_ns``, never waking before it (a loop's
     timers may fire up to a millisecond early); the last ``spin_ns`` yielding to the loop's other
     work until the instant (sub-millisecond, at a core held), or with ``asleep`` on a kernel
     timer armed at the instant itself (:func:`servelab.io.instant.wait_until`; a spin where
-    there is none): what client processes that would hold every core do."""
+    there is none): what client processes that would hold every core do. With ``hold`` that
+    timer's wait alone is held (:func:`servelab.io.instant.held`, asleep: no core taken), and
+    stays held in ``hold`` once it fired (a spin never is)."""
     while (delay := when_ns - perf_counter_ns()) > spin_ns:
         await asyncio.sleep((delay - spin_ns) / 1e9)
     if spin_ns and asleep and instant.available():
-        with contextlib.suppress(OSError):  # no descriptor left (EMFILE): the spin below
+        try:
+            if hold is not None:
+                hold.enter_context(instant.held())
             await instant.wait_until(when_ns)
+        except OSError:  # no descriptor left (EMFILE): the spin below, not held
+            if hold is not None:
+                hold.close()
     while perf_counter_ns() < when_ns:
         await asyncio.sleep(0)
 
@@ -124,20 +133,22 @@ class Load:
     def _late(self) -> bool:
         return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
 
-    async def _wait(self, when_ns: int, spin_ns: int = 0) -> bool:
+    async def _wait(
+        self, when_ns: int, spin_ns: int = 0, hold: contextlib.ExitStack | None = None
+    ) -> bool:
         """Sleep until ``when_ns``, or the deadline if it comes first; False when it did."""
         if self.deadline_ns is not None and self.deadline_ns < when_ns:
             await sleep_until(self.deadline_ns)
             return False
-        await sleep_until(when_ns, spin_ns, self.asleep)
+        await sleep_until(when_ns, spin_ns, self.asleep, hold)
         return not self._late()
 
-    async def _due_at(self, when_ns: int) -> bool:
+    async def _due_at(self, when_ns: int, hold: contextlib.ExitStack | None = None) -> bool:
         """A replay's request waiting for its instant: known as due (:meth:`_quiet`) until it
         is sent; False when the deadline came first."""
         heapq.heappush(self._due, when_ns)
         try:
-            return await self._wait(when_ns, SPIN_NS)
+            return await self._wait(when_ns, SPIN_NS, hold)
         finally:
             self._done_due[when_ns] += 1
 
@@ -323,33 +334,33 @@ class Load:
         self, jobs: list[Job], when_ns: int
     ) -> list[tuple[Chain, Outgoing]] | None:
         """``jobs`` written at their instant ``when_ns`` (None: the deadline came first). Asleep
-        (client processes on every core), the wait's last :data:`SPIN_NS` is held too
-        (:func:`servelab.io.instant.held`; the thread asleep, no core taken): the kernel runs it
+        (client processes on every core), the wait's last :data:`SPIN_NS` on the kernel timer
+        is held too (:func:`sleep_until`; the thread asleep, no core taken): the kernel runs it
         the moment the timer fires, ahead of the server another worker's writes woke on its
         core, and the hold goes on into the burst's first stretch."""
         with contextlib.ExitStack() as hold:
-            if self.asleep:
-                hold.enter_context(instant.held())
-            if not await self._due_at(when_ns):
+            if not await self._due_at(when_ns, hold if self.asleep else None):
                 return None
-            return self._launch_burst(jobs, when_ns, hold if self.asleep else None)
+            return self._launch_burst(jobs, when_ns, hold)
 
     def _launch_burst(
-        self, jobs: list[Job], scheduled: int, hold: contextlib.ExitStack | None = None
+        self, jobs: list[Job], scheduled: int, hold: contextlib.ExitStack
     ) -> list[tuple[Chain, Outgoing]]:
         """One instant's requests written now, ahead of ordinary processes where permitted
         (:func:`servelab.io.instant.held`: the server each write wakes does not take the core
         between two of them), :data:`HELD_NS` at a stretch, however large the burst (the first
-        in ``hold`` when the wait was held, which ends with it)."""
+        in ``hold``, which holds the wait's hold if it goes on, and ends with it)."""
         firsts: list[tuple[Chain, Outgoing]] = []
+        stretch = hold
         while len(firsts) < len(jobs):
-            with instant.held() if hold is None else hold:
-                hold = None
+            with stretch:
+                stretch.enter_context(instant.held())  # (within the wait's hold: nothing more)
                 until = perf_counter_ns() + HELD_NS
                 for job in jobs[len(firsts) :]:
                     firsts.append(self._launch(job, scheduled))
                     if perf_counter_ns() >= until:
                         break
+            stretch = contextlib.ExitStack()
             if len(firsts) < len(jobs):
                 os.sched_yield()  # between two stretches: whatever waits runs first
         return firsts
