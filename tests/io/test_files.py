@@ -441,3 +441,24 @@ def test_a_name_too_long_for_the_writers_temporary_file_is_refused_before_any_wo
     fifo = tmp_path / ("f" * 250)  # a FIFO is streamed into: no temporary file, not refused
     os.mkfifo(fifo)
     check_overwrite(fifo, False)
+    # the thirty-fourth pass: a folder's name over 255 bytes, or a path over PATH_MAX, exited 1
+    with pytest.raises(OptionError, match="a folder's name in it is 256 bytes, over 255"):
+        check_overwrite(tmp_path / ("d" * 256) / "x.jsonl", False)
+    with pytest.raises(OptionError, match=r"its path is \d+ bytes, over 4095"):
+        check_overwrite(tmp_path.joinpath(*["d" * 200] * 21, "x.jsonl"), False)
+
+
+def test_a_dotdot_after_a_link_writes_where_the_system_resolves_it(tmp_path: Path) -> None:
+    """The thirty-fourth pass: ``LINK/../sub/x`` (``sub`` beside the link's target, not beside
+    the link) passed the checks and failed the write ("No such file or directory"): the
+    temporary file was made in the folder read as text, the rename resolved through the link."""
+    (tmp_path / "tgtp" / "tgt").mkdir(parents=True)
+    (tmp_path / "tgtp" / "sub").mkdir()
+    (tmp_path / "ow").mkdir()
+    (tmp_path / "ow" / "lnk").symlink_to(tmp_path / "tgtp" / "tgt")
+    target = tmp_path / "ow" / "lnk" / ".." / "sub" / "x.jsonl"
+    check_overwrite(target, False)
+    write_atomic(target, b"x")
+    assert (tmp_path / "tgtp" / "sub" / "x.jsonl").read_bytes() == b"x"
+    assert [p.name for p in (tmp_path / "tgtp" / "sub").iterdir()] == ["x.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "ow").iterdir()) == ["lnk"]

@@ -139,9 +139,9 @@ class AtomicFile:
             _parent_ready(self.path, parents)
             kept = existing(self.path)
             _check_writable(self.path, kept)
-            fd, name = tempfile.mkstemp(
-                prefix=f".{self.path.name}.", suffix=overwrite.PARTIAL, dir=self.path.parent
-            )
+            # in the folder the system resolves: LINK/../sub is in the link target's parent
+            folder, stem = os.path.realpath(self.path.parent), f".{self.path.name}."
+            fd, name = tempfile.mkstemp(prefix=stem, suffix=overwrite.PARTIAL, dir=folder)
             self._tmp = Path(name)
             _keep_attributes(fd, self.path, kept, mode)
         except HostError:

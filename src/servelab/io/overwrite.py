@@ -163,6 +163,8 @@ def _no_folder(path: Path, folder: Path) -> str | None:
 #: this suffix, :class:`servelab.io.files.AtomicFile`), renamed over it once whole.
 PARTIAL = ".partial"
 _TEMP_EXTRA = len("..") + 8 + len(PARTIAL)
+#: Linux's longest path a call takes, its NUL included.
+_PATH_MAX = 4096
 
 
 def name_refusal(path: Path) -> str | None:
@@ -175,6 +177,12 @@ def name_refusal(path: Path) -> str | None:
         most = os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
         most = 255
+    longest = max((len(os.fsencode(part)) for part in path.parts[:-1]), default=0)
+    if longest > most:  # a folder's name no file system here takes: "File name too long"
+        return f"cannot write {path}: a folder's name in it is {longest} bytes, over {most}"
+    whole = len(os.fsencode(os.path.abspath(path))) + _TEMP_EXTRA
+    if whole >= _PATH_MAX:
+        return f"cannot write {path}: its path is {whole} bytes, over {_PATH_MAX - 1}"
     if name + _TEMP_EXTRA <= most or descriptor(path) is not None:
         return None
     try:
@@ -219,7 +227,8 @@ def unwritten(path: Path, exc: OSError) -> str:
     (``/proc/self/mem``: "No such file or directory" alone named a file that is there)."""
     why = exc.strerror or str(exc)
     made = Path(str(exc.filename or ""))
-    if made.parent == path.parent and made.name.startswith(f".{path.name}."):
+    beside = made.parent in (path.parent, Path(os.path.realpath(path.parent)))
+    if beside and made.name.startswith(f".{path.name}."):
         return (f"cannot write {path}: a file is written whole through a temporary file beside "
                 f"it, and its folder {path.parent} takes no new file ({why})")  # fmt: skip
     return f"cannot write {path}: {why}"
