@@ -180,3 +180,26 @@ def test_a_candidate_with_wrong_answers_beside_a_cut_baseline_is_not_kept() -> N
     cand = ArmAnswers("512", 2, 1, 1, (), 0, 0, None)
     judged = AnswersJudgement(AnswersMode.GATE, base, cand, decide_answers([]), "k", 1, 12, 100)
     assert judged.unshown
+
+
+def test_the_headline_shows_what_held_a_candidate_back() -> None:
+    """The thirty-fourth pass: held back by its own judged answers (3 of 20 wrong against 1 of
+    10), the headline showed only the pairs (0 of 10 against 1 of 10); judged in both arms with
+    no pair between them it read "inconclusive: 0 of 0 against 0 of 0"."""
+    pairs = [(False, True)] + [(False, False)] * 9  # the candidate's 10 paired answers right
+    base = ArmAnswers("256", 10, 1, 1, (), 0, 0, None)
+    cand = ArmAnswers("512", 20, 3, 3, (), 0, 0, None)
+    judged = AnswersJudgement(AnswersMode.GATE, base, cand, decide_answers(pairs), "k", 1, 30, 100)
+    faster = Comparison(64, 1.116, (1.08, 1.15), Verdict.BETTER, "256", "512")
+    result = AbResult("decode", "K", "256", "512", comparisons=(faster,), answers=judged)
+    assert judged.unshown and better_arm(result) is None
+    assert headline(result).endswith(
+        "answers inconclusive: 0 of 10 against 1 of 10 wrong (3 of 20 against 1 of 10 of all "
+        "judged), at least 20 paired probes needed: not kept on its speed alone"
+    )
+    base, cand = replace(base, answers=4, wrong=0), replace(cand, answers=4, wrong=2)
+    apart = replace(judged, baseline=base, candidate=cand, verdict=decide_answers([]))
+    assert headline(replace(result, answers=apart)).endswith(
+        "answers NOT compared (no probe was judged in both arms; 256: 0 of 4 wrong; 512: 2 of 4 "
+        "wrong): not kept on its speed alone"
+    )

@@ -74,7 +74,9 @@ def test_the_tune_reads_as_its_ranking_eliminations_and_cost() -> None:
     assert "Even-Dar, Mannor & Mansour 2006" in text
     doc = json.loads(tune_json(record, ["out/tune-7.md"]))
     assert doc["files"] == ["out/tune-7.md"] and doc["tune_id"] == 7 and doc["best"] == "512"
-    assert doc == {**encode(record), "headline": headline(record), "files": ["out/tune-7.md"]}
+    assert doc == {"ok": True, **encode(record), "headline": headline(record),
+                   "files": ["out/tune-7.md"]}  # fmt: skip
+    assert json.loads(tune_json(record, ok=False))["ok"] is False
 
 
 def test_a_tune_on_capacity_reads_as_capacity_under_its_slo() -> None:

@@ -43,7 +43,7 @@ def test_a_best_arm_whose_answers_too_few_pairs_show_unchanged_is_said_on_speed_
     unsure = replace(_record(None), best="64", kept=None, answers=(_judged("64", 2, 10),))
     assert unsure.best_unshown
     assert headline(unsure).endswith(
-        "; the best arm's answers inconclusive (too few probe pairs): on speed alone"
+        "; the best arm's answers not shown unchanged (too few probe pairs): on speed alone"
     )
     said = unshown_phrase(unsure)
     assert said.startswith("the best arm, 64, is best on speed alone: too few probe pairs")
@@ -64,4 +64,6 @@ def test_a_best_arm_held_back_by_cut_probes_is_told_of_the_deadline() -> None:
     assert cut.best_unshown
     said = unshown_phrase(cut)
     assert "64: 2 of 6 wrong" in said
-    assert said.endswith("not kept — add --requests, or a longer --deadline (probes were cut)")
+    assert said.endswith(
+        "not kept — add --requests, or a longer --deadline (probes were cut or not sent)"
+    )

@@ -45,7 +45,7 @@ from servelab.cli.resumed import refuse_options_with_resume
 from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
-from servelab.core.ab.result import AbMetric, AbResult, Keep, NotKept
+from servelab.core.ab.result import AbMetric, AbResult, Keep
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_ab_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.bounds import parse_effect
@@ -332,7 +332,7 @@ def ab_command(
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
         sized = _plan(where, _config(arms, measure, design), effect, power)
         if output.as_json:
-            print_json(encode(sized))
+            print_json({"ok": True, **encode(sized)})
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)
@@ -346,8 +346,9 @@ def ab_command(
         result = run(noting(_ab(where, cfg, resume, allow_unread)))
     failed = sum(v.failed_requests for v in result.visits)
     gated = result.answers is not None and result.answers.gates
-    # a candidate --keep named, held back by the gate: refused as a gated one is (exit 1)
-    held = result.not_kept in (NotKept.ANSWERS_CHANGED, NotKept.ANSWERS_UNSHOWN)
+    # an arm --keep named and not left live (the gate held it back, or its pair layer failed):
+    # refused as a gated one is (exit 1)
+    held = result.not_kept is not None
     _print(output, result, not (failed or gated or held))
     if failed:
         err_console.print(f"{failed} request(s) failed during the A/B", style="red")

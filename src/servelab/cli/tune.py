@@ -281,7 +281,7 @@ def tune_command(
         with where.ledger() as ledger:
             sized = plan_tune(ledger, cfg, effect=effect)
         if output.as_json:
-            print_json(encode(sized))
+            print_json({"ok": True, **encode(sized)})
             if sized.over_budget is not None:  # said before any tune starts, as the tune says it
                 err_console.print(over_budget_phrase(sized.over_budget), style="yellow",
                                   markup=False, highlight=False)  # fmt: skip

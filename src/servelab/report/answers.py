@@ -45,21 +45,23 @@ def _cut_note(j: AnswersJudgement) -> str:
 
 def answers_phrase(j: AnswersJudgement) -> str:
     """What the answers say, in a few words (the perf plan's headline carries it); answers
-    not checked when no probe of an arm was judged (all cut by the run's end, or none sent):
-    under the gate a candidate so left is not kept on its speed alone."""
+    not checked when no probe of the candidate was judged (all cut by the run's end, or none
+    sent), not compared when no probe was judged in both arms: under the gate a candidate so
+    left is not kept on its speed alone unless its own answers show no sign of a change."""
     v = j.verdict
-    unchecked = [a for a in (j.baseline, j.candidate) if a.unchecked]
-    if unchecked and v.n == 0:
+    if v.n == 0:
+        unchecked = [a for a in (j.baseline, j.candidate) if a.unchecked]
         cut = " and ".join(a.arm for a in unchecked if a.cut)
         unsent = " and ".join(a.arm for a in unchecked if not a.cut)
         why = [f"every probe of {cut} was cut by the run's end"] if cut else []
         why += [f"no probe of {unsent} was sent before the run's end"] if unsent else []
+        why = why or ["no probe was judged in both arms"]
         verdict = "not kept on its speed alone" if j.unshown else "the verdict is on speed alone"
         if j.candidate.unchecked:
             return f"answers NOT checked ({'; '.join(why)}): {verdict}"
-        c = j.candidate  # judged against the references, with nothing of the baseline's to pair
-        return (f"answers NOT compared ({'; '.join(why)}; {c.arm}: {c.wrong} of {c.answers} "
-                f"wrong): {verdict}")  # fmt: skip
+        judged = [f"{a.arm}: {a.wrong} of {a.answers} wrong"  # against the references
+                  for a in (j.baseline, j.candidate) if not a.unchecked]  # fmt: skip
+        return f"answers NOT compared ({'; '.join(why + judged)}): {verdict}"
     return _outcome_phrase(j) + _cut_note(j)
 
 
@@ -77,8 +79,11 @@ def _outcome_phrase(j: AnswersJudgement) -> str:
             return f"fewer wrong answers: {cand} {diff} against {base} for the baseline"
         case AnswersOutcome.INCONCLUSIVE:
             held = ": not kept on its speed alone" if j.unshown else ""
-            return (f"answers inconclusive: {counts} wrong, at least {v.min_pairs} paired probes "
-                    f"needed{held}")  # fmt: skip
+            c, b = j.candidate, j.baseline  # each arm's own, where some were not paired
+            own = f" ({c.wrong} of {c.answers} against {b.wrong} of {b.answers} of all judged)"
+            own = "" if c.answers == b.answers == v.n else own
+            return (f"answers inconclusive: {counts} wrong{own}, at least {v.min_pairs} paired "
+                    f"probes needed{held}")  # fmt: skip
 
 
 def _faster(comparisons: Sequence[Comparison]) -> float | None:

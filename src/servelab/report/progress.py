@@ -346,8 +346,9 @@ def _tune(
             return (f"the best arm, {failed}, failed the pair layer when made live (its engines "
                     f"disagree on the KV hand-off): putting the original values back")  # fmt: skip
         case TuneArmKept(arm=None, unshown=str(unshown)):
-            return (f"the best arm, {unshown}, is best on speed alone (too few probe pairs to "
-                    f"show its answers unchanged): putting the original values back")  # fmt: skip
+            return (f"the best arm, {unshown}, is best on speed alone (its answers not shown "
+                    f"unchanged: too few probe pairs, or probes cut by the run's end): putting the "
+                    f"original values back")  # fmt: skip
         case TuneArmKept(arm=None):
             return "no arm is best at every level: putting the original values back"
         case TuneArmKept(arm=arm):

@@ -85,7 +85,9 @@ def headline(record: TuneRecord) -> str:
     why = record.answers_unchecked
     unchecked = "" if why is None else f"; {unchecked_phrase(why)}"
     if record.best_unshown:
-        unchecked += "; the best arm's answers inconclusive (too few probe pairs): on speed alone"
+        unchecked += (
+            "; the best arm's answers not shown unchanged (too few probe pairs): on speed alone"
+        )
     return f"tune {knobs}: {each or nothing} ({best}{dropped}){unchecked}"
 
 
@@ -93,8 +95,10 @@ def unshown_phrase(record: TuneRecord) -> str:
     """Why the best arm is not kept when the answers gate could not show its answers unchanged."""
     judged = next((j for j in record.answers or () if j.candidate.arm == record.best), None)
     counts = "" if judged is None else f" ({answers_phrase(judged)})"
-    cut = judged is not None and (judged.baseline.cut or judged.candidate.cut)
-    more = "add --requests, or a longer --deadline (probes were cut)" if cut else "add --requests"
+    arms = () if judged is None else (judged.baseline, judged.candidate)
+    cut = any(a.cut or a.unchecked for a in arms)  # the run's end came before them
+    more = "add --requests, or a longer --deadline (probes were cut or not sent)" if cut else \
+        "add --requests"  # fmt: skip
     return (f"the best arm, {record.best}, is best on speed alone: too few probe pairs to show "
             f"its answers unchanged{counts}; not kept — {more}")  # fmt: skip
 
