@@ -332,6 +332,6 @@ async def test_asleep_the_wait_for_an_instant_is_held_into_its_burst(
     assert waited and set(waited) == {os.SCHED_FIFO}  # the second instant's wait, held
     assert load.policies == [os.SCHED_FIFO] * 5
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
-    # the thirty-third pass: the whole 300 ms wait was held (asyncio.sleep included), every
+    # the thirty-fourth pass: the whole 300 ms wait was held (asyncio.sleep included), every
     # other task of the loop run ahead of the server; only its last 1.5 ms is
     assert len(sampled) >= 5 and sampled.count(os.SCHED_OTHER) >= len(sampled) // 2, sampled
