@@ -237,23 +237,36 @@ class _Watched(Load):
         return super()._launch(job, scheduled)
 
 
+def _burst_lines(n: int, at: int = 0) -> list[dict[str, object]]:
+    return [{"session_id": f"s{k}", "timestamp": at, "input_length": 40, "output_length": 1,
+             "hash_ids": [k]} for k in range(n)]  # fmt: skip
+
+
+async def _watched_replay(
+    server: str, path: Path, lines: list[dict[str, object]], tag: str, slow_ns: int = 0,
+    asleep: bool = False,
+) -> _Watched:  # fmt: skip
+    """``lines`` replayed at speedup 10 by a :class:`_Watched` load (its writes ``slow_ns``
+    longer each)."""
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
+                    lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
+    async with StreamClient(server, concurrency=256) as client:
+        load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, tag, asleep=asleep)
+        load.policies, load.slow_ns = [], slow_ns
+        await asyncio.wait_for(load.replay(replay), 60)
+    return load
+
+
 async def test_a_bursts_requests_are_written_ahead_of_ordinary_processes(
     server: str, tmp_path: Path
 ) -> None:
     """A burst of 130 conversations at one instant: each request is written ``SCHED_FIFO``
     (the router each write wakes no longer takes the writer's core between two of them; CI
     runs as root), the thread back to its policy after; a lone request after them too."""
-    lines = [{"session_id": f"s{k}", "timestamp": 0, "input_length": 40,
-              "output_length": 1, "hash_ids": [k]} for k in range(130)]  # fmt: skip
+    lines = _burst_lines(130)
     lines += [{"timestamp": 100, "input_length": 40, "output_length": 1, "hash_ids": [999]}]
-    path = tmp_path / "held.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
-                    lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
-    async with StreamClient(server, concurrency=256) as client:
-        load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000ac")
-        load.policies = []
-        await asyncio.wait_for(load.replay(replay), 60)
+    load = await _watched_replay(server, tmp_path / "held.jsonl", lines, "00000000000000ac")
     assert len(load.records) == 131 and all(r.ok for r in load.records)
     assert load.policies == [os.SCHED_FIFO] * 131
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
@@ -276,16 +289,8 @@ async def test_a_long_bursts_writes_are_held_a_stretch_at_a_time(
             yield ahead
 
     monkeypatch.setattr(instant, "held", counted)
-    lines = [{"session_id": f"s{k}", "timestamp": 0, "input_length": 40,
-              "output_length": 1, "hash_ids": [k]} for k in range(12)]  # fmt: skip
-    path = tmp_path / "stretch.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
-                    lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
-    async with StreamClient(server, concurrency=16) as client:
-        load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000ad")
-        load.policies, load.slow_ns = [], HELD_NS // 4
-        await asyncio.wait_for(load.replay(replay), 60)
+    load = await _watched_replay(server, tmp_path / "stretch.jsonl", _burst_lines(12),
+                                 "00000000000000ad", slow_ns=HELD_NS // 4)  # fmt: skip
     assert len(load.records) == 12 and all(r.ok for r in load.records)
     assert load.policies == [os.SCHED_FIFO] * 12
     assert 3 <= len(entered) <= 12 and set(entered) == {os.SCHED_OTHER}
@@ -306,12 +311,8 @@ async def test_asleep_the_wait_for_an_instant_is_held_into_its_burst(
         await real_wait(when_ns)
 
     monkeypatch.setattr(instant, "wait_until", watched)
-    lines = [{"session_id": f"s{k}", "timestamp": t, "input_length": 40, "output_length": 1,
-              "hash_ids": [k]} for k, t in enumerate((0, 0, 0, 3000, 3000))]  # fmt: skip
-    path = tmp_path / "asleep.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    replay = Replay(session_offsets_ns(trace_sessions(path), 10.0), PromptBuilder(20, 0),
-                    lambda prompt, n: chat_body("m", prompt, n), 10.0)  # fmt: skip
+    lines = _burst_lines(3)
+    lines += [{**line, "session_id": f"t{k}"} for k, line in enumerate(_burst_lines(2, 3000))]
     sampled: list[int] = []
 
     async def sample() -> None:  # the policy while the replay waits 300 ms for its second instant
@@ -319,15 +320,12 @@ async def test_asleep_the_wait_for_an_instant_is_held_into_its_burst(
             sampled.append(os.sched_getscheduler(0))
             await asyncio.sleep(0.01)
 
-    async with StreamClient(server, concurrency=16) as client:
-        load = _Watched(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000ae",
-                        asleep=True)  # fmt: skip
-        load.policies = []
-        sampler = asyncio.create_task(sample())
-        try:
-            await asyncio.wait_for(load.replay(replay), 60)
-        finally:
-            sampler.cancel()
+    sampler = asyncio.create_task(sample())
+    try:
+        load = await _watched_replay(server, tmp_path / "asleep.jsonl", lines,
+                                     "00000000000000ae", asleep=True)  # fmt: skip
+    finally:
+        sampler.cancel()
     assert len(load.records) == 5 and all(r.ok for r in load.records)
     assert waited and set(waited) == {os.SCHED_FIFO}  # the second instant's wait, held
     assert load.policies == [os.SCHED_FIFO] * 5
