@@ -301,7 +301,7 @@ async def test_asleep_the_wait_for_an_instant_is_held_into_its_burst(
 ) -> None:
     """Client processes on every core (``asleep``): the last wait before an instant sleeps on
     the kernel timer held, so the kernel runs the thread the moment it fires (two workers'
-    dispatch p99 0.34-0.45 ms against 0.41-2.22 in ``benchmarks/trace_replay.py --bursty``),
+    dispatch p99 0.39-0.59 ms against 1.90-2.43 in ``benchmarks/trace_replay.py --bursty``),
     the hold going on into the burst's first writes; ordinary once the burst is written."""
     waited: list[int] = []
     real_wait = instant.wait_until
